@@ -1,0 +1,82 @@
+// Scalar element conversions and per-block decoders, inline so that dequantize_row and the
+// portable matmul path share one definition of every dequantized value.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include "kernels/dtype.h"
+
+namespace flashserve::kernels::codec {
+
+inline uint32_t float_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+inline float bits_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+
+inline float half_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000) << 16;
+  const uint32_t exp = (h >> 10) & 0x1f;
+  const uint32_t mant = h & 0x3ff;
+  if (exp == 0x1f) return bits_float(sign | 0x7f800000u | (mant << 13));  // inf, nan keeps payload
+  if (exp != 0) return bits_float(sign | ((exp + 112) << 23) | (mant << 13));
+  // Subnormal (or zero): mant * 2^-24 is exact in f32.
+  const float mag = float(mant) * 0x1p-24f;
+  return sign ? -mag : mag;
+}
+
+// Round to nearest even via the FPU: values below 2^-14 are added to 0.5f so the hardware's
+// rounding lands the 10 subnormal mantissa bits; normal values get an explicit RNE increment.
+inline uint16_t float_to_half(float f) {
+  const uint32_t bits = float_bits(f);
+  const uint16_t sign = uint16_t((bits >> 16) & 0x8000);
+  uint32_t a = bits & 0x7fffffffu;
+  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00 | ((a >> 13) & 0x3ff));  // quiet nan
+  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00);  // >= 65520 rounds to inf
+  if (a < 0x38800000u) {                                  // below the smallest normal half
+    const float magic = 0.5f;
+    const uint32_t r = float_bits(bits_float(a) + magic) - float_bits(magic);
+    return uint16_t(sign | r);
+  }
+  const uint32_t odd = (a >> 13) & 1;
+  a += 0xc8000fffu + odd;  // rebias exponent (-112 << 23) and add the RNE rounding increment
+  return uint16_t(sign | (a >> 13));
+}
+
+inline float bf16_to_float(uint16_t h) { return bits_float(uint32_t(h) << 16); }
+
+inline uint16_t float_to_bf16(float f) {
+  const uint32_t bits = float_bits(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return uint16_t((bits >> 16) | 0x40);  // keep nan quiet
+  return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1)) >> 16);
+}
+
+// Q4_1's d * q + m, rounded once where the hardware fuses (the SIMD decoders use FMA too).
+inline float mul_add(float a, float b, float c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+inline void decode_block(const BlockQ4_0& b, float* out) {
+  const float d = half_to_float(b.d);
+  for (int j = 0; j < 16; ++j) {
+    out[j] = float((b.qs[j] & 0x0f) - 8) * d;
+    out[j + 16] = float((b.qs[j] >> 4) - 8) * d;
+  }
+}
+
+inline void decode_block(const BlockQ4_1& b, float* out) {
+  const float d = half_to_float(b.d);
+  const float m = half_to_float(b.m);
+  for (int j = 0; j < 16; ++j) {
+    out[j] = mul_add(float(b.qs[j] & 0x0f), d, m);
+    out[j + 16] = mul_add(float(b.qs[j] >> 4), d, m);
+  }
+}
+
+inline void decode_block(const BlockQ8_0& b, float* out) {
+  const float d = half_to_float(b.d);
+  for (int j = 0; j < 32; ++j) out[j] = float(b.qs[j]) * d;
+}
+
+}  // namespace flashserve::kernels::codec

@@ -1,0 +1,145 @@
+#include "kernels/paged_attention.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/simd.h"
+
+namespace flashserve::kernels {
+namespace {
+
+using namespace simd;
+
+// Vectors of an output row accumulated in registers per pass over a block's V rows.
+constexpr int kOutVecs = 4;
+
+// One KV head's view of a sequence's paged cache.
+struct KvView {
+  const KvLayout& layout;
+  const int32_t* block_table;
+  int32_t kv_head;
+
+  int64_t stride() const { return int64_t(layout.num_kv_heads) * layout.head_dim; }
+
+  // Calls f(j0, rows, base) for each cache block covering positions 0..n-1: it holds positions
+  // j0 .. j0 + rows - 1, position j0 + r at base + r * stride(). No division per position.
+  template <class F>
+  void for_each_block(const float* cache, int32_t n, F&& f) const {
+    const int32_t bs = layout.block_size;
+    for (int32_t j0 = 0, blk = 0; j0 < n; j0 += bs, ++blk)
+      f(j0, std::min(bs, n - j0), cache + int64_t(block_table[blk]) * bs * stride() + int64_t(kv_head) * layout.head_dim);
+  }
+};
+
+// The query heads sharing one KV head, for one token; q and out point at the first head's row.
+struct HeadGroup {
+  const float* q;
+  float* out;
+  int32_t heads;
+};
+
+float dot(const float* a, const float* b, int64_t n) {
+  V acc = zero();
+  for (int64_t i = 0; i < n; i += W) acc = fma(load_upto(a + i, n - i), load_upto(b + i, n - i), acc);
+  return reduce_add(acc);
+}
+
+// scores[h * n + j] = scale * q_h . K_j; each block's K rows are read once for the whole group.
+void group_scores(const KvView& kv, const float* k_cache, const HeadGroup& g, int32_t n, float scale,
+                  float* scores) {
+  const int64_t hd = kv.layout.head_dim, stride = kv.stride();
+  kv.for_each_block(k_cache, n, [&](int32_t j0, int32_t rows, const float* base) {
+    for (int32_t h = 0; h < g.heads; ++h)
+      for (int32_t r = 0; r < rows; ++r) scores[h * n + j0 + r] = scale * dot(g.q + h * hd, base + r * stride, hd);
+  });
+}
+
+// out_h = sum_j p[h * n + j] * V_j, in ascending j. A block's V rows stay in L1 while every head of
+// the group consumes them; each head's running sum waits in its output row between blocks (stored
+// and reloaded exactly, so the order of operations per element is just ascending j).
+void group_values(const KvView& kv, const float* v_cache, const HeadGroup& g, int32_t n, const float* p) {
+  const int64_t hd = kv.layout.head_dim, stride = kv.stride();
+  for (int32_t h = 0; h < g.heads; ++h) std::fill(g.out + h * hd, g.out + (h + 1) * hd, 0.0f);
+  kv.for_each_block(v_cache, n, [&](int32_t j0, int32_t rows, const float* base) {
+    for (int32_t h = 0; h < g.heads; ++h) {
+      float* out = g.out + h * hd;
+      const float* ph = p + h * n + j0;
+      for (int64_t c0 = 0; c0 < hd; c0 += kOutVecs * W) {
+        V acc[kOutVecs];
+        for (int i = 0; i < kOutVecs; ++i) acc[i] = load_partial(out + c0 + i * W, int(hd - c0 - i * W));
+        for (int32_t r = 0; r < rows; ++r) {
+          const V pj = set1(ph[r]);
+          const float* v = base + r * stride + c0;
+          for (int i = 0; i < kOutVecs; ++i) acc[i] = fma(pj, load_partial(v + i * W, int(hd - c0 - i * W)), acc[i]);
+        }
+        for (int i = 0; i < kOutVecs; ++i) store_partial(out + c0 + i * W, acc[i], int(hd - c0 - i * W));
+      }
+    }
+  });
+}
+
+// Two-pass softmax attention of a head group over positions 0..n-1; scratch holds heads * (n + 1).
+void attend_group(const KvView& kv, const float* k_cache, const float* v_cache, const HeadGroup& g, int32_t n,
+                  float scale, float* scratch) {
+  float* scores = scratch;
+  float* sums = scratch + int64_t(g.heads) * n;
+  group_scores(kv, k_cache, g, n, scale, scores);
+  for (int32_t h = 0; h < g.heads; ++h) sums[h] = exp_sub_sum(scores + h * n, n, max_of(scores + h * n, n));
+  group_values(kv, v_cache, g, n, scores);
+  for (int32_t h = 0; h < g.heads; ++h) scale_inplace(g.out + h * kv.layout.head_dim, kv.layout.head_dim, 1.0f / sums[h]);
+}
+
+struct TokenRef {
+  int32_t seq;
+  int32_t context;  // positions this token attends to: 0 .. context - 1
+};
+
+}  // namespace
+
+void kv_write(const KvLayout& layout, float* k_cache, float* v_cache, const float* k, const float* v,
+              const int32_t* slot_mapping, int64_t num_tokens) {
+  const size_t row = size_t(layout.num_kv_heads) * size_t(layout.head_dim);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    if (slot_mapping[t] < 0) continue;  // padding token: nothing to store
+    const size_t dst = size_t(slot_mapping[t]) * row;
+    std::memcpy(k_cache + dst, k + t * row, row * sizeof(float));
+    std::memcpy(v_cache + dst, v + t * row, row * sizeof(float));
+  }
+}
+
+void paged_attention(const float* q, const float* k_cache, const float* v_cache, const KvLayout& layout,
+                     const AttentionSeq* seqs, int32_t num_seqs, int32_t num_heads, float scale,
+                     float* out) {
+  std::vector<TokenRef> tokens;
+  for (int32_t s = 0; s < num_seqs; ++s) {
+    const AttentionSeq& sq = seqs[s];
+    if (int64_t(tokens.size()) < int64_t(sq.query_start) + sq.num_queries)
+      tokens.resize(size_t(sq.query_start + sq.num_queries), TokenRef{-1, 0});
+    for (int32_t i = 0; i < sq.num_queries; ++i)
+      tokens[size_t(sq.query_start + i)] = {s, sq.context_len - sq.num_queries + i + 1};
+  }
+  const int32_t group = num_heads / layout.num_kv_heads;
+  const int64_t hd = layout.head_dim;
+  const int64_t items = int64_t(tokens.size()) * layout.num_kv_heads;
+
+  // Work items are (token, KV head) pairs, each computed whole by one thread, so any schedule is
+  // deterministic; dynamic balances causal prefill, where late tokens see many more positions.
+#pragma omp parallel
+  {
+    std::vector<float> scratch;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t it = 0; it < items; ++it) {
+      const TokenRef tok = tokens[size_t(it / layout.num_kv_heads)];
+      if (tok.seq < 0 || tok.context <= 0) continue;  // row not covered by any sequence
+      const int32_t kv_head = int32_t(it % layout.num_kv_heads);
+      scratch.resize(std::max(scratch.size(), size_t(group) * size_t(tok.context + 1)));
+      const int64_t row = (it / layout.num_kv_heads * num_heads + int64_t(kv_head) * group) * hd;
+      const HeadGroup g{q + row, out + row, group};
+      attend_group(KvView{layout, seqs[tok.seq].block_table, kv_head}, k_cache, v_cache, g, tok.context, scale,
+                   scratch.data());
+    }
+  }
+}
+
+}  // namespace flashserve::kernels

@@ -1,0 +1,35 @@
+#include "kernels/rmsnorm.h"
+
+#include <cmath>
+
+#include "kernels/cpu/simd.h"
+
+namespace flashserve::kernels {
+namespace {
+
+using namespace simd;
+
+// Below this many elements a fork/join costs more than the work.
+constexpr int64_t kParallelMin = 1 << 14;
+
+void rmsnorm_row(const float* x, const float* weight, float* y, int64_t dim, float eps) {
+  V acc = zero();
+  for (int64_t i = 0; i < dim; i += W) {
+    const V v = load_upto(x + i, dim - i);
+    acc = fma(v, v, acc);
+  }
+  const float mean = reduce_add(acc) / float(dim);
+  const V scale = set1(1.0f / std::sqrt(mean + eps));
+  // (x * scale) * weight, in ggml's order, so norms match llama.cpp's rounding.
+  for (int64_t i = 0; i < dim; i += W)
+    store_upto(y + i, mul(mul(load_upto(x + i, dim - i), scale), load_upto(weight + i, dim - i)), dim - i);
+}
+
+}  // namespace
+
+void rmsnorm(const float* x, const float* weight, float* y, int64_t num_rows, int64_t dim, float eps) {
+#pragma omp parallel for schedule(static) if (num_rows > 1 && num_rows * dim >= kParallelMin)
+  for (int64_t r = 0; r < num_rows; ++r) rmsnorm_row(x + r * dim, weight, y + r * dim, dim, eps);
+}
+
+}  // namespace flashserve::kernels

@@ -1,0 +1,55 @@
+#include "kernels/rope.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+namespace flashserve::kernels {
+namespace {
+
+void check_params(const RopeParams& p, int64_t head_dim) {
+  if (p.rot_dim < 0 || p.rot_dim % 2 != 0 || p.rot_dim > head_dim)
+    throw std::invalid_argument("rope: rot_dim must be even and within head_dim");
+}
+
+// Rotates the first 2 * cos.size() dims of every head of one token.
+void rotate_token(float* x, int64_t num_heads, int64_t head_dim, const std::vector<float>& cos,
+                  const std::vector<float>& sin) {
+  const size_t pairs = cos.size();
+  for (int64_t h = 0; h < num_heads; ++h) {
+    float* v = x + h * head_dim;
+    for (size_t i = 0; i < pairs; ++i) {
+      const float x0 = v[2 * i], x1 = v[2 * i + 1];
+      v[2 * i] = x0 * cos[i] - x1 * sin[i];
+      v[2 * i + 1] = x0 * sin[i] + x1 * cos[i];
+    }
+  }
+}
+
+}  // namespace
+
+void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
+          const RopeParams& p) {
+  check_params(p, head_dim);
+  const int64_t pairs = p.rot_dim / 2;
+  if (pairs == 0) return;
+  // Angles in double: near position 30000 an f32 angle only resolves ~0.002 rad. cos/sin per
+  // (token, pair) are shared by all heads.
+  std::vector<double> freq(static_cast<size_t>(pairs));
+  for (int64_t i = 0; i < pairs; ++i) {
+    freq[i] = double(p.freq_scale) * std::pow(double(p.theta_base), -2.0 * double(i) / double(p.rot_dim));
+    if (p.freq_factors) freq[i] /= double(p.freq_factors[i]);
+  }
+#pragma omp parallel for schedule(static) if (num_tokens * num_heads * head_dim >= (1 << 15))
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    std::vector<float> cos(static_cast<size_t>(pairs)), sin(static_cast<size_t>(pairs));
+    for (int64_t i = 0; i < pairs; ++i) {
+      const double angle = double(positions[t]) * freq[i];
+      cos[i] = float(std::cos(angle));
+      sin[i] = float(std::sin(angle));
+    }
+    rotate_token(x + t * num_heads * head_dim, num_heads, head_dim, cos, sin);
+  }
+}
+
+}  // namespace flashserve::kernels

@@ -1,0 +1,37 @@
+#include "kernels/swiglu.h"
+
+#include <algorithm>
+
+#include "kernels/cpu/simd.h"
+
+namespace flashserve::kernels {
+namespace {
+
+using namespace simd;
+
+// Elements per parallel chunk; a multiple of every vector width so chunks start lane-aligned.
+constexpr int64_t kChunk = 4096;
+
+void swiglu_span(const float* gate, const float* up, float* out, int64_t n) {
+  const V one = set1(1.0f);
+  for (int64_t i = 0; i < n; i += W) {
+    const V g = load_upto(gate + i, n - i);
+    const V u = load_upto(up + i, n - i);
+    const V silu = div(g, add(one, exp(sub(zero(), g))));
+    store_upto(out + i, mul(silu, u), n - i);
+  }
+}
+
+}  // namespace
+
+// Each element is a lane-wise function of its inputs, so chunking cannot change a result.
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kChunk;
+    swiglu_span(gate + begin, up + begin, out + begin, std::min(kChunk, n - begin));
+  }
+}
+
+}  // namespace flashserve::kernels

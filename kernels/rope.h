@@ -1,0 +1,20 @@
+// Rotary position embedding, GGML "normal" layout: rotates adjacent pairs (x[2i], x[2i+1]).
+// (GGUF Llama files permute Q/K rows at conversion so that this layout is the right one.)
+#pragma once
+#include <cstdint>
+
+namespace flashserve::kernels {
+
+struct RopeParams {
+  int32_t rot_dim = 0;                 // leading dims of each head that rotate (even, <= head_dim)
+  float theta_base = 10000.0f;
+  float freq_scale = 1.0f;             // linear scaling: angle = pos * freq_scale * theta_i
+  const float* freq_factors = nullptr; // optional [rot_dim / 2]: theta_i divided by factor i (llama3)
+};
+
+// theta_i = theta_base^(-2i / rot_dim); pair i of a head rotated by angle pos * freq_scale * theta_i.
+// x: [num_tokens][num_heads][head_dim], rotated in place; positions: [num_tokens].
+void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
+          const RopeParams& p);
+
+}  // namespace flashserve::kernels

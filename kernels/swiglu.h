@@ -1,0 +1,9 @@
+#pragma once
+#include <cstdint>
+
+namespace flashserve::kernels {
+
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)).   All [n]; out may alias gate or up.
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+
+}  // namespace flashserve::kernels

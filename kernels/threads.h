@@ -1,0 +1,9 @@
+#pragma once
+
+namespace flashserve::kernels {
+
+// Worker threads the CPU kernels split output rows across (default: all cores).
+void set_num_threads(int n);
+int num_threads();
+
+}  // namespace flashserve::kernels

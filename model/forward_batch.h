@@ -1,0 +1,32 @@
+// What the model executes in one step: a ragged batch of sequences, each adding some new tokens
+// (a whole prompt, a chunk of one, or a single decode token) on top of what its KV cache holds.
+// Prefill and decode are the same thing here: num_computed_tokens catching up to the token count.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace flashserve {
+
+struct SequenceInput {
+  int32_t num_computed_tokens = 0;  // tokens of this sequence already in the KV cache
+  std::vector<int32_t> token_ids;   // new tokens; at positions num_computed_tokens, +1, ...
+  std::vector<int32_t> block_table; // KV blocks for positions 0 .. num_computed_tokens + new - 1
+  bool logits_for_all = false;      // logits for every new token (scoring), else only the last
+};
+
+struct ForwardBatch {
+  std::vector<SequenceInput> seqs;
+};
+
+struct ForwardOutput {
+  int32_t vocab_size = 0;
+  std::vector<float> logits;            // [num_rows][vocab_size]
+  std::vector<int32_t> first_row;       // per sequence: its first row in logits
+  std::vector<int32_t> num_rows;        // per sequence: 1, or its new token count if logits_for_all
+
+  const float* row(int32_t seq, int32_t i = 0) const {
+    return logits.data() + size_t(first_row[seq] + i) * vocab_size;
+  }
+};
+
+}  // namespace flashserve

@@ -1,0 +1,139 @@
+// One forward step over a ragged batch. All sequences' new tokens are flattened into rows
+// [num_tokens][...]; every op is row-wise except attention, which reads each sequence's own KV
+// blocks. No op reduces across rows, so a row's result does not depend on what else is batched.
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/matmul.h"
+#include "kernels/paged_attention.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
+#include "model/llama_model.h"
+
+namespace flashserve {
+namespace {
+
+struct FlatBatch {
+  std::vector<int32_t> token_ids;     // [num_tokens]
+  std::vector<int32_t> positions;     // [num_tokens]
+  std::vector<int32_t> slot_mapping;  // [num_tokens]: where each token's K/V goes
+  std::vector<kernels::AttentionSeq> attn_seqs;
+  std::vector<int32_t> logit_rows;    // token rows to compute logits for
+};
+
+void fail(size_t seq, const std::string& what) {
+  throw std::invalid_argument("forward batch, sequence " + std::to_string(seq) + ": " + what);
+}
+
+void check_sequence(const SequenceInput& s, size_t i, const ModelConfig& cfg, const KvCache& cache) {
+  if (s.token_ids.empty()) fail(i, "no new tokens");
+  if (s.num_computed_tokens < 0) fail(i, "negative num_computed_tokens");
+  const int64_t total = int64_t(s.num_computed_tokens) + int64_t(s.token_ids.size());
+  if (total > cfg.context_len) {
+    fail(i, std::to_string(total) + " tokens exceed the context window of " + std::to_string(cfg.context_len));
+  }
+  if (int64_t(s.block_table.size()) * cache.block_size() < total) {
+    fail(i, "block table of " + std::to_string(s.block_table.size()) + " blocks cannot hold " +
+                std::to_string(total) + " tokens");
+  }
+  for (int32_t b : s.block_table) {
+    if (b < 0 || b >= cache.num_blocks()) fail(i, "block " + std::to_string(b) + " out of range");
+  }
+  for (int32_t t : s.token_ids) {
+    if (t < 0 || t >= cfg.vocab_size) fail(i, "token id " + std::to_string(t) + " out of range");
+  }
+}
+
+FlatBatch flatten(const ForwardBatch& batch, const ModelConfig& cfg, const KvCache& cache, ForwardOutput& out) {
+  if (batch.seqs.empty()) throw std::invalid_argument("forward batch is empty");
+  FlatBatch fb;
+  const int32_t bs = cache.block_size();
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const SequenceInput& s = batch.seqs[i];
+    check_sequence(s, i, cfg, cache);
+    const int32_t start = int32_t(fb.token_ids.size());
+    const int32_t n = int32_t(s.token_ids.size());
+    for (int32_t j = 0; j < n; ++j) {
+      const int32_t pos = s.num_computed_tokens + j;
+      fb.token_ids.push_back(s.token_ids[j]);
+      fb.positions.push_back(pos);
+      fb.slot_mapping.push_back(s.block_table[pos / bs] * bs + pos % bs);
+    }
+    fb.attn_seqs.push_back({start, n, s.num_computed_tokens + n, s.block_table.data()});
+    out.first_row.push_back(int32_t(fb.logit_rows.size()));
+    out.num_rows.push_back(s.logits_for_all ? n : 1);
+    for (int32_t j = s.logits_for_all ? 0 : n - 1; j < n; ++j) fb.logit_rows.push_back(start + j);
+  }
+  return fb;
+}
+
+void linear(const float* x, int64_t num_tokens, const WeightMatrix& w, float* y) {
+  kernels::matmul(x, num_tokens, w.cols, w.data, w.type, w.rows, y);
+}
+
+void add_in_place(float* x, const float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+// Scratch activations for one step, all [num_tokens][...].
+struct Activations {
+  Activations(int64_t t, const ModelConfig& c)
+      : x(t * c.dim), h(t * c.dim), q(t * c.num_heads * c.head_dim), k(t * c.num_kv_heads * c.head_dim),
+        v(k.size()), attn(q.size()), gate(t * c.ffn_dim), up(gate.size()) {}
+  std::vector<float> x, h, q, k, v, attn, gate, up;
+};
+
+}  // namespace
+
+ForwardOutput LlamaModel::forward(const ForwardBatch& batch, KvCache& cache) const {
+  const ModelConfig& c = cfg_;
+  ForwardOutput out;
+  out.vocab_size = c.vocab_size;
+  const FlatBatch fb = flatten(batch, c, cache, out);
+  const int64_t T = int64_t(fb.token_ids.size());
+  Activations a(T, c);
+
+  for (int64_t t = 0; t < T; ++t) {
+    kernels::get_row(token_embd_.data, token_embd_.type, c.dim, fb.token_ids[t], a.x.data() + t * c.dim);
+  }
+  const kernels::RopeParams rope{c.rope_dim, c.rope_theta, c.rope_freq_scale,
+                                 rope_freq_factors_.empty() ? nullptr : rope_freq_factors_.data()};
+  const float scale = 1.0f / std::sqrt(float(c.head_dim));
+
+  for (int32_t li = 0; li < c.num_layers; ++li) {
+    const LayerWeights& l = layers_[li];
+    kernels::rmsnorm(a.x.data(), l.attn_norm.data(), a.h.data(), T, c.dim, c.rms_eps);
+    linear(a.h.data(), T, l.wq, a.q.data());
+    linear(a.h.data(), T, l.wk, a.k.data());
+    linear(a.h.data(), T, l.wv, a.v.data());
+    kernels::rope(a.q.data(), fb.positions.data(), T, c.num_heads, c.head_dim, rope);
+    kernels::rope(a.k.data(), fb.positions.data(), T, c.num_kv_heads, c.head_dim, rope);
+    kernels::kv_write(cache.layout(), cache.k(li), cache.v(li), a.k.data(), a.v.data(), fb.slot_mapping.data(), T);
+    kernels::paged_attention(a.q.data(), cache.k(li), cache.v(li), cache.layout(), fb.attn_seqs.data(),
+                             int32_t(fb.attn_seqs.size()), c.num_heads, scale, a.attn.data());
+    linear(a.attn.data(), T, l.wo, a.h.data());
+    add_in_place(a.x.data(), a.h.data(), a.x.size());
+
+    kernels::rmsnorm(a.x.data(), l.ffn_norm.data(), a.h.data(), T, c.dim, c.rms_eps);
+    linear(a.h.data(), T, l.w_gate, a.gate.data());
+    linear(a.h.data(), T, l.w_up, a.up.data());
+    kernels::swiglu(a.gate.data(), a.up.data(), a.gate.data(), a.gate.size());
+    linear(a.gate.data(), T, l.w_down, a.h.data());
+    add_in_place(a.x.data(), a.h.data(), a.x.size());
+  }
+
+  const int64_t R = int64_t(fb.logit_rows.size());
+  std::vector<float> last(R * c.dim);
+  for (int64_t r = 0; r < R; ++r) {
+    std::copy_n(a.x.data() + int64_t(fb.logit_rows[r]) * c.dim, c.dim, last.data() + r * c.dim);
+  }
+  kernels::rmsnorm(last.data(), output_norm_.data(), last.data(), R, c.dim, c.rms_eps);
+  out.logits.resize(size_t(R) * c.vocab_size);
+  linear(last.data(), R, output_, out.logits.data());
+  return out;
+}
+
+}  // namespace flashserve

@@ -1,0 +1,85 @@
+// Loading: maps the file, reads hyperparameters and tokenizer, and binds every tensor with its
+// expected shape so that forward() never meets a surprise.
+#include "model/llama_model.h"
+
+#include <string>
+
+namespace flashserve {
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "{";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "}";
+}
+
+const GgufTensor& require_tensor(const GgufFile& f, const std::string& name, std::vector<int64_t> shape) {
+  const GgufTensor* t = f.find_tensor(name);
+  if (!t) throw GgufError(f.path() + ": missing tensor '" + name + "'");
+  if (t->shape != shape) {
+    throw GgufError(f.path() + ": tensor '" + name + "' has shape " + shape_str(t->shape) + ", expected " +
+                    shape_str(shape));
+  }
+  return *t;
+}
+
+// GGUF stores a [rows][cols] matrix with shape {cols, rows}.
+WeightMatrix bind_matrix(const GgufFile& f, const std::string& name, int64_t rows, int64_t cols) {
+  const GgufTensor& t = require_tensor(f, name, {cols, rows});
+  return WeightMatrix{t.data, t.type, rows, cols};
+}
+
+// Norm weights are tiny: keep an f32 copy whatever their stored type.
+std::vector<float> load_vector(const GgufFile& f, const std::string& name, int64_t n) {
+  const GgufTensor& t = require_tensor(f, name, {n});
+  std::vector<float> out(n);
+  kernels::dequantize_row(t.type, t.data, out.data(), n);
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
+  std::unique_ptr<LlamaModel> m(new LlamaModel());
+  m->file_ = GgufFile::open(path);
+  m->cfg_ = read_model_config(*m->file_);
+  m->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::data_from_gguf(*m->file_));
+  if (m->tokenizer_->vocab_size() != m->cfg_.vocab_size) {
+    throw GgufError(path + ": tokenizer has " + std::to_string(m->tokenizer_->vocab_size()) +
+                    " tokens but the model's vocab_size is " + std::to_string(m->cfg_.vocab_size));
+  }
+  m->bind_weights();
+  return m;
+}
+
+void LlamaModel::bind_weights() {
+  const GgufFile& f = *file_;
+  const ModelConfig& c = cfg_;
+  const int64_t q_dim = int64_t(c.num_heads) * c.head_dim;
+  const int64_t kv_dim = int64_t(c.num_kv_heads) * c.head_dim;
+  token_embd_ = bind_matrix(f, "token_embd.weight", c.vocab_size, c.dim);
+  output_ = f.find_tensor("output.weight") ? bind_matrix(f, "output.weight", c.vocab_size, c.dim) : token_embd_;
+  output_norm_ = load_vector(f, "output_norm.weight", c.dim);
+  if (f.find_tensor("rope_freqs.weight")) rope_freq_factors_ = load_vector(f, "rope_freqs.weight", c.rope_dim / 2);
+
+  layers_.resize(c.num_layers);
+  for (int32_t i = 0; i < c.num_layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    LayerWeights& l = layers_[i];
+    l.attn_norm = load_vector(f, p + "attn_norm.weight", c.dim);
+    l.ffn_norm = load_vector(f, p + "ffn_norm.weight", c.dim);
+    l.wq = bind_matrix(f, p + "attn_q.weight", q_dim, c.dim);
+    l.wk = bind_matrix(f, p + "attn_k.weight", kv_dim, c.dim);
+    l.wv = bind_matrix(f, p + "attn_v.weight", kv_dim, c.dim);
+    l.wo = bind_matrix(f, p + "attn_output.weight", c.dim, q_dim);
+    l.w_gate = bind_matrix(f, p + "ffn_gate.weight", c.ffn_dim, c.dim);
+    l.w_up = bind_matrix(f, p + "ffn_up.weight", c.ffn_dim, c.dim);
+    l.w_down = bind_matrix(f, p + "ffn_down.weight", c.dim, c.ffn_dim);
+  }
+}
+
+std::string LlamaModel::chat_template_source() const {
+  return file_->get_string("tokenizer.chat_template", "");
+}
+
+}  // namespace flashserve

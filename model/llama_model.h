@@ -1,0 +1,63 @@
+// A Llama-family decoder (embedding, RMSNorm, RoPE, grouped-query attention, SwiGLU MLP, LM head)
+// running on the CPU kernels, weights read in place from the memory-mapped GGUF file.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+#include "kernels/dtype.h"
+#include "model/forward_batch.h"
+#include "model/gguf.h"
+#include "model/kv_cache.h"
+#include "model/model_config.h"
+#include "model/tokenizer.h"
+
+namespace flashserve {
+
+// A weight matrix of `rows` output rows, each `cols` elements of `type`, inside the mapping.
+struct WeightMatrix {
+  const void* data = nullptr;
+  kernels::DType type = kernels::DType::F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm, ffn_norm;   // [dim]
+  WeightMatrix wq;     // [num_heads * head_dim][dim]
+  WeightMatrix wk, wv; // [num_kv_heads * head_dim][dim]
+  WeightMatrix wo;     // [dim][num_heads * head_dim]
+  WeightMatrix w_gate, w_up;  // [ffn_dim][dim]
+  WeightMatrix w_down;        // [dim][ffn_dim]
+};
+
+class LlamaModel {
+ public:
+  // Throws GgufError (file, metadata or tensor problems, named) or std::invalid_argument
+  // (tokenizer data). Never crashes on a bad file.
+  static std::unique_ptr<LlamaModel> load(const std::string& path);
+
+  const ModelConfig& config() const { return cfg_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const GgufFile& file() const { return *file_; }
+  std::string chat_template_source() const;  // empty if the file has none
+
+  // Runs one step: writes the new tokens' K/V into `cache` and returns logits.
+  // Throws std::invalid_argument for a malformed batch (token out of vocab, block table too short,
+  // block out of range, position beyond the context window).
+  ForwardOutput forward(const ForwardBatch& batch, KvCache& cache) const;
+
+ private:
+  LlamaModel() = default;
+  void bind_weights();
+
+  std::unique_ptr<GgufFile> file_;
+  ModelConfig cfg_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  WeightMatrix token_embd_;   // [vocab][dim]
+  WeightMatrix output_;       // [vocab][dim]; token_embd_ when the embedding is tied
+  std::vector<float> output_norm_;
+  std::vector<float> rope_freq_factors_;  // empty unless the file has rope_freqs.weight
+  std::vector<LayerWeights> layers_;
+};
+
+}  // namespace flashserve

@@ -1,0 +1,128 @@
+// Llama hyperparameters from GGUF metadata, with llama.cpp's defaults for the optional keys and
+// the consistency checks the forward pass relies on.
+#include "model/model_config.h"
+
+#include <cmath>
+#include <limits>
+
+#include "model/gguf.h"
+
+namespace flashserve {
+namespace {
+
+constexpr const char* kTokensKey = "tokenizer.ggml.tokens";
+
+// Reads `<arch>.<name>` with the file's path and the full key in every error.
+class Keys {
+ public:
+  Keys(const GgufFile& f, std::string arch) : f_(f), prefix_(std::move(arch) + ".") {}
+
+  std::string key(const std::string& name) const { return prefix_ + name; }
+  bool has(const std::string& name) const { return f_.has(key(name)); }
+
+  int32_t positive_int(const std::string& name) const { return check_positive(name, f_.get_uint(key(name))); }
+  int32_t positive_int(const std::string& name, int32_t fallback) const {
+    return has(name) ? positive_int(name) : fallback;
+  }
+
+  float positive_float(const std::string& name) const {
+    double v = f_.get_float(key(name));
+    if (!(v > 0) || !std::isfinite(v)) fail(name, "must be a positive number, got " + std::to_string(v));
+    return static_cast<float>(v);
+  }
+  float positive_float(const std::string& name, float fallback) const {
+    return has(name) ? positive_float(name) : fallback;
+  }
+
+  std::string string(const std::string& name, const std::string& fallback) const {
+    return f_.get_string(key(name), fallback);
+  }
+
+  [[noreturn]] void fail(const std::string& name, const std::string& msg) const {
+    throw GgufError(f_.path() + ": " + key(name) + " " + msg);
+  }
+
+ private:
+  int32_t check_positive(const std::string& name, uint64_t v) const {
+    if (v == 0 || v > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
+      fail(name, "must be a positive 32-bit integer, got " + std::to_string(v));
+    }
+    return static_cast<int32_t>(v);
+  }
+
+  const GgufFile& f_;
+  std::string prefix_;
+};
+
+void read_attention(const Keys& k, ModelConfig& c) {
+  c.num_heads = k.positive_int("attention.head_count");
+  c.num_kv_heads = k.positive_int("attention.head_count_kv", c.num_heads);
+  if (c.num_heads % c.num_kv_heads != 0) {
+    k.fail("attention.head_count_kv", "(" + std::to_string(c.num_kv_heads) + ") must divide " +
+                                          k.key("attention.head_count") + " (" + std::to_string(c.num_heads) + ")");
+  }
+  if (!k.has("attention.key_length") && c.dim % c.num_heads != 0) {
+    k.fail("attention.head_count", "(" + std::to_string(c.num_heads) + ") must divide " +
+                                       k.key("embedding_length") + " (" + std::to_string(c.dim) + ")");
+  }
+  c.head_dim = k.positive_int("attention.key_length", c.dim / c.num_heads);
+  // The Llama graph projects dim -> heads * head_dim and back, with equal key and value widths.
+  if (static_cast<int64_t>(c.head_dim) * c.num_heads != c.dim) {
+    k.fail("attention.key_length", "(" + std::to_string(c.head_dim) + ") times " + k.key("attention.head_count") +
+                                       " (" + std::to_string(c.num_heads) + ") must equal " +
+                                       k.key("embedding_length") + " (" + std::to_string(c.dim) + ")");
+  }
+  if (k.positive_int("attention.value_length", c.head_dim) != c.head_dim) {
+    k.fail("attention.value_length", "must equal the key length " + std::to_string(c.head_dim));
+  }
+  c.rms_eps = k.positive_float("attention.layer_norm_rms_epsilon");
+}
+
+void read_rope(const Keys& k, ModelConfig& c) {
+  c.rope_dim = k.positive_int("rope.dimension_count", c.head_dim);
+  if (c.rope_dim % 2 != 0 || c.rope_dim > c.head_dim) {
+    k.fail("rope.dimension_count", "(" + std::to_string(c.rope_dim) + ") must be even and at most the head size " +
+                                       std::to_string(c.head_dim));
+  }
+  c.rope_theta = k.positive_float("rope.freq_base", 10000.0f);
+  std::string scaling = k.string("rope.scaling.type", "none");
+  if (scaling == "linear") {
+    c.rope_freq_scale = 1.0f / k.positive_float("rope.scaling.factor", 1.0f);
+  } else if (scaling != "none") {
+    k.fail("rope.scaling.type", "'" + scaling + "' is not supported (only 'none' and 'linear')");
+  }
+}
+
+// Without `<arch>.vocab_size`, the vocabulary is the tokenizer's token list.
+int32_t read_vocab_size(const GgufFile& f, const Keys& k) {
+  if (k.has("vocab_size")) return k.positive_int("vocab_size");
+  auto it = f.metadata().find(kTokensKey);
+  if (it == f.metadata().end() || it->second.type != GgufType::ARRAY) {
+    k.fail("vocab_size", std::string("is missing and there is no ") + kTokensKey + " array");
+  }
+  size_t n = std::get<std::shared_ptr<GgufArray>>(it->second.v)->items.size();
+  if (n == 0 || n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    k.fail("vocab_size", std::string("is missing and ") + kTokensKey + " has " + std::to_string(n) + " entries");
+  }
+  return static_cast<int32_t>(n);
+}
+
+}  // namespace
+
+ModelConfig read_model_config(const GgufFile& f) {
+  ModelConfig c;
+  c.arch = f.get_string("general.architecture");
+  if (c.arch != "llama") throw GgufError(f.path() + ": unsupported architecture '" + c.arch + "'");
+  c.name = f.get_string("general.name", "");
+  Keys k(f, c.arch);
+  c.num_layers = k.positive_int("block_count");
+  c.dim = k.positive_int("embedding_length");
+  c.ffn_dim = k.positive_int("feed_forward_length");
+  c.context_len = k.positive_int("context_length");
+  read_attention(k, c);
+  read_rope(k, c);
+  c.vocab_size = read_vocab_size(f, k);
+  return c;
+}
+
+}  // namespace flashserve

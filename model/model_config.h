@@ -1,0 +1,31 @@
+// Llama-family hyperparameters, read from GGUF metadata (`<arch>.*` keys).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace flashserve {
+
+class GgufFile;
+
+struct ModelConfig {
+  std::string arch;              // general.architecture; "llama" (and relatives sharing its graph)
+  std::string name;              // general.name, if present
+  int32_t num_layers = 0;        // block_count
+  int32_t dim = 0;               // embedding_length
+  int32_t ffn_dim = 0;           // feed_forward_length
+  int32_t num_heads = 0;         // attention.head_count
+  int32_t num_kv_heads = 0;      // attention.head_count_kv (defaults to num_heads)
+  int32_t head_dim = 0;          // attention.key_length, else dim / num_heads
+  int32_t vocab_size = 0;        // vocab_size, else the tokenizer's token count
+  int32_t context_len = 0;       // context_length
+  int32_t rope_dim = 0;          // rope.dimension_count, else head_dim
+  float rope_theta = 10000.0f;   // rope.freq_base
+  float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor when rope.scaling.type is "linear"
+  float rms_eps = 1e-5f;         // attention.layer_norm_rms_epsilon
+};
+
+// Throws GgufError naming a missing or inconsistent key (e.g. heads not dividing dim).
+ModelConfig read_model_config(const GgufFile& f);
+
+}  // namespace flashserve

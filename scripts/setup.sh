@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs every Debian package flashserve needs (idempotent, non-interactive), then fetches the
+# default model. Safe to run again: it only installs what is missing.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+packages=(
+  build-essential cmake pkg-config ninja-build python3 python3-pip unzip
+  libpcre2-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
+  libgtest-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "setup: installing ${missing[*]}"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+"$here/fetch_model.sh"

@@ -1,0 +1,179 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/paged_attention.h"
+#include "kernels/threads.h"
+#include "tests/kernels/reference.h"
+
+namespace flashserve::test {
+namespace {
+
+using namespace kernels;
+
+struct SeqSpec {
+  int32_t context_len;
+  int32_t num_queries;  // the last num_queries positions are queries
+};
+
+// Random K/V/Q for a batch of sequences plus a paged cache to hold them. Caches start as NaN, so
+// reading a slot that was never written poisons the output.
+struct Batch {
+  KvLayout layout;
+  int32_t num_heads;
+  std::vector<SeqSpec> specs;
+  std::vector<std::vector<float>> k, v;  // per sequence: [context_len][num_kv_heads][head_dim]
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<float> q, k_cache, v_cache;
+
+  int64_t kv_row() const { return int64_t(layout.num_kv_heads) * layout.head_dim; }
+  int64_t q_row() const { return int64_t(num_heads) * layout.head_dim; }
+
+  Batch(std::mt19937& rng, KvLayout l, int32_t heads, std::vector<SeqSpec> s, bool shuffle)
+      : layout(l), num_heads(heads), specs(std::move(s)) {
+    int64_t total_queries = 0;
+    int32_t num_blocks = 3;  // spare blocks no table uses
+    for (const SeqSpec& sp : specs) {
+      k.push_back(random_floats(rng, size_t(sp.context_len * kv_row())));
+      v.push_back(random_floats(rng, size_t(sp.context_len * kv_row())));
+      total_queries += sp.num_queries;
+      num_blocks += (sp.context_len + l.block_size - 1) / l.block_size;
+    }
+    q = random_floats(rng, size_t(total_queries * q_row()), -2.0f, 2.0f);
+    // Same data whether shuffled or not: the block order draws from its own generator.
+    std::vector<int32_t> ids(static_cast<size_t>(num_blocks));
+    std::iota(ids.begin(), ids.end(), 0);
+    if (shuffle) std::shuffle(ids.begin(), ids.end(), std::mt19937(rng()));
+    size_t next = 0;
+    for (const SeqSpec& sp : specs) {
+      const size_t n = size_t((sp.context_len + l.block_size - 1) / l.block_size);
+      tables.emplace_back(ids.begin() + next, ids.begin() + next + n);
+      next += n;
+    }
+    k_cache.assign(size_t(num_blocks * l.block_size * kv_row()), NAN);
+    v_cache = k_cache;
+  }
+
+  int32_t slot(size_t s, int32_t pos) const {
+    return tables[s][size_t(pos / layout.block_size)] * layout.block_size + pos % layout.block_size;
+  }
+
+  // Writes positions [begin, end) of sequence s through kv_write.
+  void write(size_t s, int32_t begin, int32_t end) {
+    std::vector<int32_t> slots;
+    for (int32_t p = begin; p < end; ++p) slots.push_back(slot(s, p));
+    kv_write(layout, k_cache.data(), v_cache.data(), &k[s][size_t(begin * kv_row())], &v[s][size_t(begin * kv_row())],
+             slots.data(), end - begin);
+  }
+
+  std::vector<float> attend_all(float scale) {
+    std::vector<AttentionSeq> seqs;
+    int32_t start = 0;
+    for (size_t s = 0; s < specs.size(); ++s) {
+      write(s, 0, specs[s].context_len);
+      seqs.push_back({start, specs[s].num_queries, specs[s].context_len, tables[s].data()});
+      start += specs[s].num_queries;
+    }
+    std::vector<float> out(q.size(), NAN);
+    paged_attention(q.data(), k_cache.data(), v_cache.data(), layout, seqs.data(), int32_t(seqs.size()), num_heads,
+                    scale, out.data());
+    return out;
+  }
+};
+
+void expect_matches_reference(const Batch& b, const std::vector<float>& out, float scale) {
+  const int64_t hd = b.layout.head_dim, group = b.num_heads / b.layout.num_kv_heads;
+  int64_t token = 0;
+  for (size_t s = 0; s < b.specs.size(); ++s) {
+    for (int32_t i = 0; i < b.specs[s].num_queries; ++i, ++token) {
+      const int32_t pos = b.specs[s].context_len - b.specs[s].num_queries + i;
+      for (int64_t h = 0; h < b.num_heads; ++h) {
+        std::vector<const float*> krows, vrows;
+        for (int32_t j = 0; j <= pos; ++j) {
+          krows.push_back(&b.k[s][size_t(j * b.kv_row() + (h / group) * hd)]);
+          vrows.push_back(&b.v[s][size_t(j * b.kv_row() + (h / group) * hd)]);
+        }
+        const float* qrow = &b.q[size_t(token * b.q_row() + h * hd)];
+        const auto ref = ref_attention_row(qrow, krows, vrows, hd, scale);
+        for (int64_t d = 0; d < hd; ++d)
+          ASSERT_NEAR(out[size_t(token * b.q_row() + h * hd + d)], ref[d], 2e-6)
+              << "seq " << s << " query " << i << " head " << h << " dim " << d;
+      }
+    }
+  }
+}
+
+// A decode step, a whole prompt and a partial chunk in one ragged batch.
+const std::vector<SeqSpec> kMixed = {{50, 1}, {20, 20}, {33, 5}};
+
+TEST(PagedAttention, GqaMatchesReference) {
+  std::mt19937 rng(41);
+  const float scale = 1.0f / 8.0f;
+  Batch b(rng, {16, 2, 64}, 4, kMixed, true);
+  expect_matches_reference(b, b.attend_all(scale), scale);
+}
+
+TEST(PagedAttention, OddShapesMatchReference) {
+  std::mt19937 rng(42);
+  // head_dim 20 and 40 leave partial vectors; block_size 1 and 5 put every few positions in a new block.
+  Batch mqa(rng, {5, 1, 20}, 3, {{1, 1}, {13, 7}, {26, 2}}, true);
+  expect_matches_reference(mqa, mqa.attend_all(0.3f), 0.3f);
+  Batch mha(rng, {1, 2, 40}, 2, {{9, 9}, {4, 1}}, true);
+  expect_matches_reference(mha, mha.attend_all(0.15f), 0.15f);
+}
+
+TEST(PagedAttention, ShuffledBlocksEqualContiguousBitwise) {
+  std::mt19937 rng_a(43), rng_b(43);
+  Batch contiguous(rng_a, {8, 2, 64}, 4, kMixed, false);
+  Batch shuffled(rng_b, {8, 2, 64}, 4, kMixed, true);
+  ASSERT_NE(contiguous.tables, shuffled.tables);
+  ASSERT_EQ(contiguous.q, shuffled.q);
+  const auto a = contiguous.attend_all(0.125f), c = shuffled.attend_all(0.125f);
+  ASSERT_EQ(std::memcmp(a.data(), c.data(), a.size() * 4), 0);
+}
+
+// A prompt prefilled in chunks (each chunk writing its K/V first) must give every query the same
+// bits as one whole-prompt pass, whatever the thread count.
+TEST(PagedAttention, ChunkedPrefillEqualsWholeBitwise) {
+  std::mt19937 rng(44);
+  const int32_t ctx = 37;
+  Batch b(rng, {8, 2, 64}, 4, {{ctx, ctx}}, true);
+  const auto whole = b.attend_all(0.125f);
+
+  const int saved_threads = num_threads();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    std::fill(b.k_cache.begin(), b.k_cache.end(), NAN);
+    std::fill(b.v_cache.begin(), b.v_cache.end(), NAN);
+    std::vector<float> chunked(b.q.size(), NAN);
+    const int32_t bounds[] = {0, 13, 30, ctx};
+    for (int c = 0; c < 3; ++c) {
+      const int32_t begin = bounds[c], end = bounds[c + 1];
+      b.write(0, begin, end);
+      const AttentionSeq seq{0, end - begin, end, b.tables[0].data()};
+      const int64_t off = begin * b.q_row();
+      paged_attention(b.q.data() + off, b.k_cache.data(), b.v_cache.data(), b.layout, &seq, 1, b.num_heads, 0.125f,
+                      chunked.data() + off);
+    }
+    ASSERT_EQ(std::memcmp(chunked.data(), whole.data(), whole.size() * 4), 0) << threads << " threads";
+  }
+  set_num_threads(saved_threads);
+}
+
+TEST(PagedAttention, KvWriteSkipsNegativeSlots) {
+  const KvLayout l{4, 1, 2};
+  std::vector<float> kc(8, 0.0f), vc(8, 0.0f);
+  const float k[] = {1, 2, 3, 4}, v[] = {5, 6, 7, 8};
+  const int32_t slots[] = {3, -1};
+  kv_write(l, kc.data(), vc.data(), k, v, slots, 2);
+  EXPECT_EQ(kc, (std::vector<float>{0, 0, 0, 0, 0, 0, 1, 2}));
+  EXPECT_EQ(vc, (std::vector<float>{0, 0, 0, 0, 0, 0, 5, 6}));
+}
+
+}  // namespace
+}  // namespace flashserve::test

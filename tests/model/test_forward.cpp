@@ -1,0 +1,209 @@
+// The engine's forward pass on tiny random models: agreement with the f64 reference, and the
+// invariances the scheduler relies on (paging, batching and chunking never change a logit bit).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+#include <random>
+
+#include "model/llama_model.h"
+#include "tests/util/reference_llama.h"
+#include "tests/util/tiny_model.h"
+
+namespace flashserve {
+namespace {
+
+using kernels::DType;
+using Logits = std::vector<std::vector<float>>;  // [position][vocab]
+
+std::unique_ptr<LlamaModel> tiny(const test::TinyModelSpec& spec) {
+  const std::string path = test::temp_model_path("tiny");
+  test::write_tiny_model(path, spec);
+  return LlamaModel::load(path);
+}
+
+std::vector<int32_t> random_tokens(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = int32_t(rng() % test::kTinyVocab);
+  return t;
+}
+
+std::vector<int32_t> blocks(int first, int n) {
+  std::vector<int32_t> b(n);
+  std::iota(b.begin(), b.end(), first);
+  return b;
+}
+
+SequenceInput seq_input(const std::vector<int32_t>& tokens, int begin, int end, std::vector<int32_t> table) {
+  SequenceInput s;
+  s.num_computed_tokens = begin;
+  s.token_ids.assign(tokens.begin() + begin, tokens.begin() + end);
+  s.block_table = std::move(table);
+  s.logits_for_all = true;
+  return s;
+}
+
+Logits rows_of(const ForwardOutput& out, int32_t seq) {
+  Logits r;
+  for (int32_t i = 0; i < out.num_rows[seq]; ++i) r.emplace_back(out.row(seq, i), out.row(seq, i) + out.vocab_size);
+  return r;
+}
+
+// Prefills `tokens` in chunks of `chunk` tokens, collecting logits for every position.
+Logits prefill(const LlamaModel& m, KvCache& cache, const std::vector<int32_t>& tokens, const std::vector<int32_t>& table,
+               int chunk) {
+  Logits all;
+  for (int begin = 0; begin < int(tokens.size()); begin += chunk) {
+    const int end = std::min<int>(begin + chunk, tokens.size());
+    ForwardBatch b{{seq_input(tokens, begin, end, table)}};
+    for (auto& row : rows_of(m.forward(b, cache), 0)) all.push_back(std::move(row));
+  }
+  return all;
+}
+
+struct TypeCase {
+  DType matrix, embd;
+  bool tied;
+};
+
+class ForwardVsReference : public ::testing::TestWithParam<TypeCase> {};
+
+TEST_P(ForwardVsReference, LogitsMatchF64Reference) {
+  test::TinyModelSpec spec;
+  spec.matrix_type = GetParam().matrix;
+  spec.embd_type = GetParam().embd;
+  spec.tied_embeddings = GetParam().tied;
+  spec.seed = 7;
+  auto m = tiny(spec);
+  const auto tokens = random_tokens(37, 3);
+  KvCache cache(m->config(), 8, 16);
+  const Logits got = prefill(*m, cache, tokens, blocks(0, 3), int(tokens.size()));
+  const auto want = test::reference_logits(m->file(), tokens);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t p = 0; p < got.size(); ++p) {
+    EXPECT_LT(test::relative_error(got[p].data(), want[p]), 1e-4) << "position " << p;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WeightTypes, ForwardVsReference,
+                         ::testing::Values(TypeCase{DType::F32, DType::F32, true}, TypeCase{DType::F16, DType::F16, false},
+                                           TypeCase{DType::BF16, DType::F32, true}, TypeCase{DType::Q8_0, DType::Q8_0, true},
+                                           TypeCase{DType::Q4_0, DType::Q8_0, false},
+                                           TypeCase{DType::Q4_1, DType::Q8_0, true}));
+
+class ForwardInvariance : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    test::TinyModelSpec spec;
+    spec.matrix_type = DType::Q4_1;
+    spec.embd_type = DType::Q8_0;
+    model_ = tiny(spec);
+  }
+  std::unique_ptr<LlamaModel> model_;
+};
+
+TEST_F(ForwardInvariance, ShuffledBlockTableMatchesContiguous) {
+  const auto tokens = random_tokens(70, 11);
+  KvCache a(model_->config(), 16, 16), b(model_->config(), 16, 16);
+  std::vector<int32_t> shuffled = blocks(0, 16);
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(5));
+  shuffled.resize(5);
+  EXPECT_EQ(prefill(*model_, a, tokens, blocks(0, 5), 70), prefill(*model_, b, tokens, shuffled, 70));
+}
+
+TEST_F(ForwardInvariance, ChunkedPrefillMatchesWhole) {
+  const auto tokens = random_tokens(53, 12);
+  KvCache a(model_->config(), 4, 16), b(model_->config(), 4, 16), c(model_->config(), 4, 16);
+  const Logits whole = prefill(*model_, a, tokens, blocks(0, 4), 53);
+  EXPECT_EQ(whole, prefill(*model_, b, tokens, blocks(0, 4), 7));
+  EXPECT_EQ(whole, prefill(*model_, c, tokens, blocks(0, 4), 1));  // token-by-token decode
+}
+
+TEST_F(ForwardInvariance, BatchedSequencesMatchEachAlone) {
+  const std::vector<std::vector<int32_t>> prompts = {random_tokens(5, 1), random_tokens(33, 2), random_tokens(1, 3),
+                                                     random_tokens(17, 4)};
+  KvCache batched(model_->config(), 32, 16);
+  ForwardBatch b;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    b.seqs.push_back(seq_input(prompts[i], 0, prompts[i].size(), blocks(8 * i, 3)));
+  }
+  const ForwardOutput out = model_->forward(b, batched);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    KvCache alone(model_->config(), 3, 16);
+    EXPECT_EQ(rows_of(out, i), prefill(*model_, alone, prompts[i], blocks(0, 3), prompts[i].size())) << "seq " << i;
+  }
+}
+
+TEST_F(ForwardInvariance, MixedPrefillAndDecodeBatchMatchesAlone) {
+  const auto long_prompt = random_tokens(40, 21), short_prompt = random_tokens(9, 22);
+  KvCache cache(model_->config(), 16, 16);
+  prefill(*model_, cache, short_prompt, blocks(0, 1), 8);  // short one has 8 tokens cached
+  ForwardBatch b{{seq_input(short_prompt, 8, 9, blocks(0, 1)), seq_input(long_prompt, 0, 40, blocks(4, 3))}};
+  const ForwardOutput out = model_->forward(b, cache);
+
+  KvCache alone(model_->config(), 4, 16);
+  EXPECT_EQ(rows_of(out, 0).back(), prefill(*model_, alone, short_prompt, blocks(0, 1), 9).back());
+  KvCache alone2(model_->config(), 4, 16);
+  EXPECT_EQ(rows_of(out, 1), prefill(*model_, alone2, long_prompt, blocks(0, 3), 40));
+}
+
+TEST_F(ForwardInvariance, LastTokenLogitsOnlyByDefault) {
+  const auto tokens = random_tokens(10, 31);
+  KvCache cache(model_->config(), 2, 16);
+  SequenceInput s = seq_input(tokens, 0, 10, blocks(0, 1));
+  s.logits_for_all = false;
+  const ForwardOutput out = model_->forward(ForwardBatch{{s}}, cache);
+  ASSERT_EQ(out.num_rows[0], 1);
+  KvCache again(model_->config(), 2, 16);
+  EXPECT_EQ(rows_of(out, 0).back(), prefill(*model_, again, tokens, blocks(0, 1), 10).back());
+}
+
+TEST_F(ForwardInvariance, MalformedBatchesAreRejected) {
+  KvCache cache(model_->config(), 2, 16);
+  auto expect_rejected = [&](SequenceInput s, const std::string& fragment) {
+    try {
+      model_->forward(ForwardBatch{{s}}, cache);
+      ADD_FAILURE() << "accepted a batch that should fail with '" << fragment << "'";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  expect_rejected(seq_input({1, 2, 3}, 0, 3, {}), "block table");
+  expect_rejected(seq_input({1, 2, 3}, 0, 3, {7}), "out of range");
+  expect_rejected(seq_input({1, test::kTinyVocab}, 0, 2, {0}), "token id");
+  expect_rejected(SequenceInput{0, {}, {0}, false}, "no new tokens");
+  SequenceInput past_context = seq_input({1}, 0, 1, blocks(0, 2));
+  past_context.num_computed_tokens = 512;
+  expect_rejected(past_context, "context window");
+  EXPECT_THROW(model_->forward(ForwardBatch{}, cache), std::invalid_argument);
+}
+
+TEST(ModelLoad, MissingTensorIsNamed) {
+  test::TinyModelSpec spec;
+  spec.omit_tensor = "blk.1.ffn_up.weight";
+  const std::string path = test::temp_model_path("missing");
+  test::write_tiny_model(path, spec);
+  try {
+    LlamaModel::load(path);
+    FAIL() << "loaded a model without " << spec.omit_tensor;
+  } catch (const GgufError& e) {
+    EXPECT_NE(std::string(e.what()).find("blk.1.ffn_up.weight"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModelLoad, TruncatedFileIsRejectedWithMessage) {
+  const std::string path = test::temp_model_path("truncated");
+  test::write_tiny_model(path, {});
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+  try {
+    LlamaModel::load(path);
+    FAIL() << "loaded a truncated model";
+  } catch (const GgufError& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace flashserve

@@ -1,0 +1,191 @@
+// Model hyperparameters: the real SmolLM2 file, defaults for optional keys, and an error naming
+// the key for every missing or inconsistent value.
+#include "model/model_config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <variant>
+
+#include "model/gguf.h"
+#include "tests/util/test_paths.h"
+
+namespace flashserve {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(ModelConfigRealModel, SmolLM2) {
+  auto f = GgufFile::open(test::real_model_path());
+  ModelConfig c = read_model_config(*f);
+  EXPECT_EQ(c.arch, "llama");
+  EXPECT_FALSE(c.name.empty());
+  EXPECT_EQ(c.num_layers, 30);
+  EXPECT_EQ(c.dim, 576);
+  EXPECT_EQ(c.ffn_dim, 1536);
+  EXPECT_EQ(c.num_heads, 9);
+  EXPECT_EQ(c.num_kv_heads, 3);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.vocab_size, 49152);
+  EXPECT_EQ(c.context_len, 8192);
+  EXPECT_EQ(c.rope_dim, 64);
+  EXPECT_FLOAT_EQ(c.rope_theta, 100000.0f);
+  EXPECT_FLOAT_EQ(c.rope_freq_scale, 1.0f);
+  EXPECT_NEAR(c.rms_eps, 1e-5f, 1e-9f);
+}
+
+using Value = std::variant<uint32_t, float, std::string>;
+
+// Writes `keys` (plus a 3-token vocabulary unless disabled) and reads the config back.
+class ModelConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = (fs::temp_directory_path() / ("flashserve_config_" + std::to_string(::getpid()) + "_" +
+                                          info->name() + ".gguf")).string();
+  }
+  void TearDown() override { fs::remove(path_); }
+
+  ModelConfig load() {
+    GgufWriter w;
+    for (const auto& [key, value] : keys) {
+      if (const auto* u = std::get_if<uint32_t>(&value)) w.add_uint32(key, *u);
+      if (const auto* x = std::get_if<float>(&value)) w.add_float32(key, *x);
+      if (const auto* s = std::get_if<std::string>(&value)) w.add_string(key, *s);
+    }
+    if (with_tokens) w.add_string_array("tokenizer.ggml.tokens", {"<s>", "a", "b"});
+    w.write(path_);
+    return read_model_config(*GgufFile::open(path_));
+  }
+
+  // load() must fail with a message naming the file and containing every fragment.
+  void expect_error(const std::vector<std::string>& fragments) {
+    try {
+      load();
+      ADD_FAILURE() << "expected a GgufError";
+    } catch (const GgufError& e) {
+      std::string msg = e.what();
+      EXPECT_NE(msg.find(path_), std::string::npos) << msg;
+      for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "'" << f << "' not in: " << msg;
+    }
+  }
+
+  std::map<std::string, Value> keys = {
+      {"general.architecture", std::string("llama")},
+      {"general.name", std::string("tiny")},
+      {"llama.block_count", 2u},
+      {"llama.embedding_length", 64u},
+      {"llama.feed_forward_length", 96u},
+      {"llama.attention.head_count", 4u},
+      {"llama.context_length", 256u},
+      {"llama.attention.layer_norm_rms_epsilon", 1e-6f},
+  };
+  bool with_tokens = true;
+  std::string path_;
+};
+
+TEST_F(ModelConfigTest, DefaultsForOptionalKeys) {
+  ModelConfig c = load();
+  EXPECT_EQ(c.arch, "llama");
+  EXPECT_EQ(c.name, "tiny");
+  EXPECT_EQ(c.num_layers, 2);
+  EXPECT_EQ(c.dim, 64);
+  EXPECT_EQ(c.ffn_dim, 96);
+  EXPECT_EQ(c.num_heads, 4);
+  EXPECT_EQ(c.num_kv_heads, 4);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.rope_dim, 16);
+  EXPECT_EQ(c.context_len, 256);
+  EXPECT_EQ(c.vocab_size, 3);
+  EXPECT_FLOAT_EQ(c.rope_theta, 10000.0f);
+  EXPECT_FLOAT_EQ(c.rope_freq_scale, 1.0f);
+  EXPECT_FLOAT_EQ(c.rms_eps, 1e-6f);
+}
+
+TEST_F(ModelConfigTest, ExplicitOptionalKeys) {
+  keys["llama.attention.head_count_kv"] = 2u;
+  keys["llama.attention.key_length"] = 16u;
+  keys["llama.attention.value_length"] = 16u;
+  keys["llama.rope.dimension_count"] = 8u;
+  keys["llama.rope.freq_base"] = 500000.0f;
+  keys["llama.rope.scaling.type"] = std::string("linear");
+  keys["llama.rope.scaling.factor"] = 4.0f;
+  keys["llama.vocab_size"] = 1000u;
+  ModelConfig c = load();
+  EXPECT_EQ(c.num_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.rope_dim, 8);
+  EXPECT_FLOAT_EQ(c.rope_theta, 500000.0f);
+  EXPECT_FLOAT_EQ(c.rope_freq_scale, 0.25f);
+  EXPECT_EQ(c.vocab_size, 1000);
+}
+
+TEST_F(ModelConfigTest, ScalingTypeNoneIgnoresFactor) {
+  keys["llama.rope.scaling.type"] = std::string("none");
+  keys["llama.rope.scaling.factor"] = 8.0f;
+  EXPECT_FLOAT_EQ(load().rope_freq_scale, 1.0f);
+}
+
+TEST_F(ModelConfigTest, EachRequiredKeyIsNamedWhenMissing) {
+  const auto all = keys;
+  for (const char* key : {"general.architecture", "llama.block_count", "llama.embedding_length",
+                          "llama.feed_forward_length", "llama.attention.head_count", "llama.context_length",
+                          "llama.attention.layer_norm_rms_epsilon"}) {
+    SCOPED_TRACE(key);
+    keys = all;
+    keys.erase(key);
+    expect_error({"missing metadata key '" + std::string(key) + "'"});
+  }
+}
+
+TEST_F(ModelConfigTest, UnsupportedArchitecture) {
+  keys["general.architecture"] = std::string("gpt2");
+  expect_error({"unsupported architecture 'gpt2'"});
+}
+
+TEST_F(ModelConfigTest, VocabularyNeedsSizeOrTokens) {
+  with_tokens = false;
+  expect_error({"llama.vocab_size", "tokenizer.ggml.tokens"});
+  keys["llama.vocab_size"] = 32u;
+  EXPECT_EQ(load().vocab_size, 32);
+}
+
+TEST_F(ModelConfigTest, InconsistentValuesNameTheKey) {
+  struct Case {
+    std::string key;
+    Value value;
+    std::string fragment;
+  };
+  const std::vector<Case> cases = {
+      {"llama.block_count", 0u, "llama.block_count must be a positive"},
+      {"llama.embedding_length", 3000000000u, "llama.embedding_length must be a positive"},
+      {"llama.feed_forward_length", std::string("96"), "'llama.feed_forward_length' has type STRING"},
+      {"llama.attention.head_count_kv", 3u, "llama.attention.head_count_kv (3) must divide"},
+      {"llama.attention.head_count", 5u, "llama.attention.head_count (5) must divide llama.embedding_length"},
+      {"llama.attention.key_length", 32u, "llama.attention.key_length (32) times llama.attention.head_count"},
+      {"llama.attention.value_length", 8u, "llama.attention.value_length must equal"},
+      {"llama.attention.layer_norm_rms_epsilon", -1.0f, "llama.attention.layer_norm_rms_epsilon must be"},
+      {"llama.rope.dimension_count", 15u, "llama.rope.dimension_count (15) must be even"},
+      {"llama.rope.dimension_count", 32u, "llama.rope.dimension_count (32) must be even and at most"},
+      {"llama.rope.freq_base", 0.0f, "llama.rope.freq_base must be a positive"},
+      {"llama.rope.scaling.type", std::string("yarn"), "llama.rope.scaling.type 'yarn' is not supported"},
+  };
+  const auto all = keys;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.key);
+    keys = all;
+    keys[c.key] = c.value;
+    expect_error({c.fragment});
+  }
+}
+
+TEST_F(ModelConfigTest, LinearScalingNeedsPositiveFactor) {
+  keys["llama.rope.scaling.type"] = std::string("linear");
+  keys["llama.rope.scaling.factor"] = 0.0f;
+  expect_error({"llama.rope.scaling.factor must be a positive"});
+}
+
+}  // namespace
+}  // namespace flashserve

@@ -1,0 +1,155 @@
+// The real SmolLM2-135M-Instruct file against llama.cpp on the same file
+// (tests/fixtures/smollm2_llamacpp.json, from scripts/gen_llamacpp_fixture.py).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "model/chat_template.h"
+#include "model/llama_model.h"
+#include "tests/util/reference_llama.h"
+#include "tests/util/test_paths.h"
+
+namespace flashserve {
+namespace {
+
+using nlohmann::json;
+
+class SmolLM2 : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = LlamaModel::load(test::real_model_path()).release();
+    std::ifstream in(test::fixture_path("smollm2_llamacpp.json"));
+    fixture_ = new json(json::parse(in));
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete fixture_;
+  }
+
+  // Logits at every position of `tokens`, one prefill.
+  static ForwardOutput score(const std::vector<int32_t>& tokens) {
+    KvCache cache(model_->config(), int32_t(tokens.size() + 15) / 16, 16);
+    SequenceInput s;
+    s.token_ids = tokens;
+    s.block_table.resize(cache.num_blocks());
+    std::iota(s.block_table.begin(), s.block_table.end(), 0);
+    s.logits_for_all = true;
+    return model_->forward(ForwardBatch{{s}}, cache);
+  }
+
+  static LlamaModel* model_;
+  static json* fixture_;
+};
+LlamaModel* SmolLM2::model_ = nullptr;
+json* SmolLM2::fixture_ = nullptr;
+
+TEST_F(SmolLM2, PromptsTokenizeLikeLlamaCpp) {
+  ASSERT_GE((*fixture_)["prompts"].size(), 8u);
+  for (const json& p : (*fixture_)["prompts"]) {
+    const auto ids = model_->tokenizer().encode(p["text"].get<std::string>(), true, true);
+    EXPECT_EQ(ids, p["prompt_ids"].get<std::vector<int32_t>>()) << p["text"];
+  }
+}
+
+double gap(const json& top) { return top[0][1].get<double>() - top[1][1].get<double>(); }
+
+int32_t argmax(const float* row, int32_t n) { return int32_t(std::max_element(row, row + n) - row); }
+
+// Teacher-forced on llama.cpp's greedy continuation, our top-1 must equal llama.cpp's wherever its
+// top-1/top-2 gap exceeds 0.1. llama.cpp's own logits carry rounding (8-bit activations, f16 KV and
+// attention) worth ~0.1-0.5 on a logit -- it disagrees with itself that much between decoding token by
+// token and scoring in one batch -- so a near-tie can flip on its side. A disagreement therefore
+// stands only if exact arithmetic (the plain f64 forward pass on the same weights) sides with us, and
+// such arbitrated cases must stay rare.
+TEST_F(SmolLM2, TopOneAgreesWithLlamaCppWhereDecisive) {
+  int decisive = 0, agree = 0, arbitrated = 0, agree_all = 0, total = 0, llamacpp_self_flips = 0;
+  double max_diff = 0, sum_diff = 0;
+  std::unique_ptr<test::ReferenceLlama> exact;
+  for (size_t pi = 0; pi < (*fixture_)["prompts"].size(); ++pi) {
+    const json& p = (*fixture_)["prompts"][pi];
+    auto tokens = p["prompt_ids"].get<std::vector<int32_t>>();
+    const auto generated = p["generated_ids"].get<std::vector<int32_t>>();
+    ASSERT_EQ(generated.size(), 32u);
+    const size_t first = tokens.size() - 1;
+    tokens.insert(tokens.end(), generated.begin(), generated.end() - 1);
+    const ForwardOutput out = score(tokens);
+    for (size_t i = 0; i < generated.size(); ++i) {
+      const float* row = out.row(0, int32_t(first + i));
+      const int32_t ours = argmax(row, out.vocab_size);
+      const json& top = p["top_logits"][i];
+      const int32_t theirs = top[0][0];
+      const double diff = std::abs(row[theirs] - top[0][1].get<double>());
+      max_diff = std::max(max_diff, diff);
+      sum_diff += diff;
+      ++total;
+      agree_all += ours == theirs;
+      llamacpp_self_flips += p["top_logits_incremental"][i][0][0] != theirs;
+      if (gap(top) <= 0.1) continue;
+      ++decisive;
+      if (ours == theirs) {
+        ++agree;
+        continue;
+      }
+      if (!exact) exact = std::make_unique<test::ReferenceLlama>(model_->file());
+      const std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + first + i + 1);
+      const std::vector<double> ref = exact->logits(prefix).back();
+      const int32_t exact_top = int32_t(std::max_element(ref.begin(), ref.end()) - ref.begin());
+      std::printf("[ arbitrate ] prompt %zu, position %zu: llama.cpp picks %d (gap %.3f), we pick %d; exact f64 picks %d "
+                  "(logits %.4f vs %.4f)\n", pi, i, theirs, gap(top), ours, exact_top, ref[ours], ref[theirs]);
+      EXPECT_EQ(ours, exact_top) << "we disagree with llama.cpp and with exact arithmetic";
+      arbitrated += ours == exact_top;
+    }
+  }
+  std::printf("[ agreement ] top-1 equal to llama.cpp at %d/%d positions with gap > 0.1 (%d more where exact f64 "
+              "arithmetic sides with us); %d/%d overall\n", agree, decisive, arbitrated, agree_all, total);
+  std::printf("[ agreement ] |our logit - llama.cpp's| for its top-1: max %.4f, mean %.4f; llama.cpp's own top-1 "
+              "differs between its batched and token-by-token passes at %d/%d positions\n",
+              max_diff, sum_diff / total, llamacpp_self_flips, total);
+  EXPECT_GE(decisive, total * 3 / 4);  // the check must cover most positions to mean anything
+  EXPECT_LE(arbitrated * 50, decisive) << "more than 2% of decisive positions disagree with llama.cpp";
+}
+
+// Our logits on the real model against the plain f64 forward pass over the same quantized weights.
+TEST_F(SmolLM2, LogitsMatchF64Reference) {
+  const auto tokens = (*fixture_)["prompts"][7]["prompt_ids"].get<std::vector<int32_t>>();
+  const ForwardOutput out = score(tokens);
+  const auto ref = test::ReferenceLlama(model_->file()).logits(tokens);
+  double worst = 0;
+  for (size_t i = 0; i < tokens.size(); ++i) worst = std::max(worst, test::relative_error(out.row(0, int32_t(i)), ref[i]));
+  std::printf("[ reference ] max relative error vs f64 over %zu positions: %.2e\n", tokens.size(), worst);
+  EXPECT_LT(worst, 1e-5);
+}
+
+TEST_F(SmolLM2, GreedyChatAnswerIsCoherent) {
+  const Tokenizer& tok = model_->tokenizer();
+  const auto tmpl = ChatTemplate::from_source(model_->chat_template_source(), tok.token_text(tok.bos_id()),
+                                              tok.token_text(tok.eos_id()));
+  std::vector<int32_t> tokens =
+      tok.encode(tmpl.apply({{"user", "Explain photosynthesis in simple terms."}}, true), true, true);
+  KvCache cache(model_->config(), 16, 16);
+  SequenceInput s;
+  s.block_table.resize(16);
+  std::iota(s.block_table.begin(), s.block_table.end(), 0);
+  s.token_ids = tokens;
+  std::vector<int32_t> answer;
+  for (int step = 0; step < 40; ++step) {
+    const ForwardOutput out = model_->forward(ForwardBatch{{s}}, cache);
+    const int32_t next = int32_t(std::max_element(out.row(0), out.row(0) + out.vocab_size) - out.row(0));
+    if (tok.is_end_of_generation(next)) break;
+    answer.push_back(next);
+    s.num_computed_tokens += int32_t(s.token_ids.size());
+    s.token_ids = {next};
+  }
+  const std::string text = tok.decode(answer);
+  std::printf("[ answer    ] %s\n", text.c_str());
+  for (const char* word : {"Photosynthesis", "plants", "light", "energy"}) {
+    EXPECT_NE(text.find(word), std::string::npos) << "missing '" << word << "' in: " << text;
+  }
+}
+
+}  // namespace
+}  // namespace flashserve

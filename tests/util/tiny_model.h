@@ -1,0 +1,33 @@
+// Tiny random Llama models, written as real GGUF files so tests exercise the real loader.
+#pragma once
+#include <cstdint>
+#include <string>
+#include "kernels/dtype.h"
+
+namespace flashserve::test {
+
+struct TinyModelSpec {
+  int32_t num_layers = 2;
+  int32_t dim = 64;
+  int32_t ffn_dim = 128;
+  int32_t num_heads = 4;
+  int32_t num_kv_heads = 2;      // grouped-query attention by default
+  int32_t context_len = 512;
+  float rope_theta = 10000.0f;
+  kernels::DType matrix_type = kernels::DType::F32;  // attention and MLP matrices
+  kernels::DType embd_type = kernels::DType::F32;    // token embedding (and tied LM head)
+  bool tied_embeddings = true;
+  uint32_t seed = 1;
+  std::string omit_tensor;  // leave this tensor out (to test load errors)
+};
+
+// A byte-level gpt2 vocabulary: 256 byte tokens, two merges, three control tokens.
+constexpr int32_t kTinyVocab = 256 + 2 + 3;
+
+// Writes the model to `path` (overwriting). Weights are random with a fixed seed.
+void write_tiny_model(const std::string& path, const TinyModelSpec& spec);
+
+// A fresh path under the test temp dir, unique per call.
+std::string temp_model_path(const std::string& stem);
+
+}  // namespace flashserve::test
