@@ -1,9 +1,18 @@
 #pragma once
 #include <cstdint>
 
+struct CUstream_st;  // cudaStream_t, without pulling CUDA headers into CPU code
+
 namespace flashserve::kernels {
 
 // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight     x, y: [num_rows][dim]; y may alias x.
 void rmsnorm(const float* x, const float* weight, float* y, int64_t num_rows, int64_t dim, float eps);
+
+namespace cuda {
+// The same contract on device pointers, queued on `stream` (CUDA builds only). Throws
+// std::invalid_argument for bad shapes, std::runtime_error naming a failed CUDA call.
+void rmsnorm(const float* x, const float* weight, float* y, int64_t num_rows, int64_t dim, float eps,
+             CUstream_st* stream);
+}  // namespace cuda
 
 }  // namespace flashserve::kernels

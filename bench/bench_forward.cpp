@@ -1,0 +1,65 @@
+// End-to-end forward steps on the real SmolLM2-135M (Q4_1) on the CPU: prefill throughput, decode
+// latency against context length, and decode throughput of a batch (weights read once per step).
+// Model: $FLASHSERVE_MODEL, else the project cache (scripts/fetch_model.sh).
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <numeric>
+
+#include "model/llama_model.h"
+
+namespace flashserve {
+namespace {
+
+const LlamaModel& model() {
+  static const auto m = [] {
+    const char* env = std::getenv("FLASHSERVE_MODEL");
+    return LlamaModel::load(env && *env ? env : FLASHSERVE_DEFAULT_MODEL);
+  }();
+  return *m;
+}
+
+constexpr int32_t kBlockSize = 16;
+
+std::vector<int32_t> block_range(int32_t first, int32_t n) {
+  std::vector<int32_t> b(n);
+  std::iota(b.begin(), b.end(), first);
+  return b;
+}
+
+std::vector<int32_t> some_tokens(int32_t n) {
+  std::vector<int32_t> t(n);
+  for (int32_t i = 0; i < n; ++i) t[i] = 100 + (i * 7919) % 40000;
+  return t;
+}
+
+void BM_Prefill(benchmark::State& state) {
+  const int32_t n = int32_t(state.range(0));
+  KvCache cache(model().config(), n / kBlockSize + 1, kBlockSize);
+  const SequenceInput seq{0, some_tokens(n), block_range(0, n / kBlockSize + 1), false};
+  for (auto _ : state) benchmark::DoNotOptimize(model().forward(ForwardBatch{{seq}}, cache));
+  state.SetItemsProcessed(state.iterations() * n);  // items = prompt tokens
+}
+BENCHMARK(BM_Prefill)->Arg(32)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// `batch` sequences, each with `context` tokens cached, each decoding one token.
+void BM_Decode(benchmark::State& state) {
+  const int32_t batch = int32_t(state.range(0)), context = int32_t(state.range(1));
+  const int32_t blocks_per_seq = context / kBlockSize + 1;
+  KvCache cache(model().config(), batch * blocks_per_seq, kBlockSize);
+  ForwardBatch step;
+  for (int32_t s = 0; s < batch; ++s) {
+    SequenceInput prefill{0, some_tokens(context), block_range(s * blocks_per_seq, blocks_per_seq), false};
+    model().forward(ForwardBatch{{prefill}}, cache);
+    step.seqs.push_back({context, {42}, prefill.block_table, false});
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(model().forward(step, cache));
+  state.SetItemsProcessed(state.iterations() * batch);  // items = generated tokens
+}
+BENCHMARK(BM_Decode)
+    ->ArgNames({"batch", "context"})
+    ->Args({1, 128})->Args({1, 1024})->Args({4, 128})->Args({16, 128})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace flashserve
