@@ -54,21 +54,29 @@ class Keys {
   std::string prefix_;
 };
 
+// "(n)", built by appending: GCC 12 misreports `"(" + std::string` with -Wrestrict.
+std::string in_parens(int64_t v) {
+  std::string s = "(";
+  s += std::to_string(v);
+  s += ")";
+  return s;
+}
+
 void read_attention(const Keys& k, ModelConfig& c) {
   c.num_heads = k.positive_int("attention.head_count");
   c.num_kv_heads = k.positive_int("attention.head_count_kv", c.num_heads);
   if (c.num_heads % c.num_kv_heads != 0) {
-    k.fail("attention.head_count_kv", "(" + std::to_string(c.num_kv_heads) + ") must divide " +
+    k.fail("attention.head_count_kv", in_parens(c.num_kv_heads) + " must divide " +
                                           k.key("attention.head_count") + " (" + std::to_string(c.num_heads) + ")");
   }
   if (!k.has("attention.key_length") && c.dim % c.num_heads != 0) {
-    k.fail("attention.head_count", "(" + std::to_string(c.num_heads) + ") must divide " +
+    k.fail("attention.head_count", in_parens(c.num_heads) + " must divide " +
                                        k.key("embedding_length") + " (" + std::to_string(c.dim) + ")");
   }
   c.head_dim = k.positive_int("attention.key_length", c.dim / c.num_heads);
   // The Llama graph projects dim -> heads * head_dim and back, with equal key and value widths.
   if (static_cast<int64_t>(c.head_dim) * c.num_heads != c.dim) {
-    k.fail("attention.key_length", "(" + std::to_string(c.head_dim) + ") times " + k.key("attention.head_count") +
+    k.fail("attention.key_length", in_parens(c.head_dim) + " times " + k.key("attention.head_count") +
                                        " (" + std::to_string(c.num_heads) + ") must equal " +
                                        k.key("embedding_length") + " (" + std::to_string(c.dim) + ")");
   }
@@ -81,7 +89,7 @@ void read_attention(const Keys& k, ModelConfig& c) {
 void read_rope(const Keys& k, ModelConfig& c) {
   c.rope_dim = k.positive_int("rope.dimension_count", c.head_dim);
   if (c.rope_dim % 2 != 0 || c.rope_dim > c.head_dim) {
-    k.fail("rope.dimension_count", "(" + std::to_string(c.rope_dim) + ") must be even and at most the head size " +
+    k.fail("rope.dimension_count", in_parens(c.rope_dim) + " must be even and at most the head size " +
                                        std::to_string(c.head_dim));
   }
   c.rope_theta = k.positive_float("rope.freq_base", 10000.0f);
