@@ -36,7 +36,7 @@ std::vector<int32_t> some_tokens(int32_t n) {
 void BM_Prefill(benchmark::State& state) {
   const int32_t n = int32_t(state.range(0));
   KvCache cache(model().config(), n / kBlockSize + 1, kBlockSize);
-  const SequenceInput seq{0, some_tokens(n), block_range(0, n / kBlockSize + 1), false};
+  const SequenceInput seq{0, some_tokens(n), block_range(0, n / kBlockSize + 1), LogitRows::Last};
   for (auto _ : state) benchmark::DoNotOptimize(model().forward(ForwardBatch{{seq}}, cache));
   state.SetItemsProcessed(state.iterations() * n);  // items = prompt tokens
 }
@@ -49,9 +49,9 @@ void BM_Decode(benchmark::State& state) {
   KvCache cache(model().config(), batch * blocks_per_seq, kBlockSize);
   ForwardBatch step;
   for (int32_t s = 0; s < batch; ++s) {
-    SequenceInput prefill{0, some_tokens(context), block_range(s * blocks_per_seq, blocks_per_seq), false};
+    SequenceInput prefill{0, some_tokens(context), block_range(s * blocks_per_seq, blocks_per_seq), LogitRows::None};
     model().forward(ForwardBatch{{prefill}}, cache);
-    step.seqs.push_back({context, {42}, prefill.block_table, false});
+    step.seqs.push_back({context, {42}, prefill.block_table, LogitRows::Last});
   }
   for (auto _ : state) benchmark::DoNotOptimize(model().forward(step, cache));
   state.SetItemsProcessed(state.iterations() * batch);  // items = generated tokens

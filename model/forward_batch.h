@@ -7,11 +7,15 @@
 
 namespace flashserve {
 
+// Which of a sequence's new tokens get logits: the LM head is the largest matmul, so a prefill
+// chunk that does not reach the end of the prompt asks for none.
+enum class LogitRows { Last, All, None };
+
 struct SequenceInput {
   int32_t num_computed_tokens = 0;  // tokens of this sequence already in the KV cache
   std::vector<int32_t> token_ids;   // new tokens; at positions num_computed_tokens, +1, ...
   std::vector<int32_t> block_table; // KV blocks for positions 0 .. num_computed_tokens + new - 1
-  bool logits_for_all = false;      // logits for every new token (scoring), else only the last
+  LogitRows logits = LogitRows::Last;
 };
 
 struct ForwardBatch {
@@ -22,7 +26,7 @@ struct ForwardOutput {
   int32_t vocab_size = 0;
   std::vector<float> logits;            // [num_rows][vocab_size]
   std::vector<int32_t> first_row;       // per sequence: its first row in logits
-  std::vector<int32_t> num_rows;        // per sequence: 1, or its new token count if logits_for_all
+  std::vector<int32_t> num_rows;        // per sequence: 1, 0, or its new token count (LogitRows)
 
   const float* row(int32_t seq, int32_t i = 0) const {
     return logits.data() + size_t(first_row[seq] + i) * vocab_size;

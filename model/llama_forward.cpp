@@ -64,8 +64,9 @@ FlatBatch flatten(const ForwardBatch& batch, const ModelConfig& cfg, const KvCac
     }
     fb.attn_seqs.push_back({start, n, s.num_computed_tokens + n, s.block_table.data()});
     out.first_row.push_back(int32_t(fb.logit_rows.size()));
-    out.num_rows.push_back(s.logits_for_all ? n : 1);
-    for (int32_t j = s.logits_for_all ? 0 : n - 1; j < n; ++j) fb.logit_rows.push_back(start + j);
+    const int32_t first = s.logits == LogitRows::All ? 0 : s.logits == LogitRows::Last ? n - 1 : n;
+    out.num_rows.push_back(n - first);
+    for (int32_t j = first; j < n; ++j) fb.logit_rows.push_back(start + j);
   }
   return fb;
 }
@@ -126,6 +127,7 @@ ForwardOutput LlamaModel::forward(const ForwardBatch& batch, KvCache& cache) con
   }
 
   const int64_t R = int64_t(fb.logit_rows.size());
+  if (R == 0) return out;
   std::vector<float> last(R * c.dim);
   for (int64_t r = 0; r < R; ++r) {
     std::copy_n(a.x.data() + int64_t(fb.logit_rows[r]) * c.dim, c.dim, last.data() + r * c.dim);

@@ -41,7 +41,7 @@ SequenceInput seq_input(const std::vector<int32_t>& tokens, int begin, int end, 
   s.num_computed_tokens = begin;
   s.token_ids.assign(tokens.begin() + begin, tokens.begin() + end);
   s.block_table = std::move(table);
-  s.logits_for_all = true;
+  s.logits = LogitRows::All;
   return s;
 }
 
@@ -153,11 +153,24 @@ TEST_F(ForwardInvariance, LastTokenLogitsOnlyByDefault) {
   const auto tokens = random_tokens(10, 31);
   KvCache cache(model_->config(), 2, 16);
   SequenceInput s = seq_input(tokens, 0, 10, blocks(0, 1));
-  s.logits_for_all = false;
+  s.logits = LogitRows::Last;
   const ForwardOutput out = model_->forward(ForwardBatch{{s}}, cache);
   ASSERT_EQ(out.num_rows[0], 1);
   KvCache again(model_->config(), 2, 16);
   EXPECT_EQ(rows_of(out, 0).back(), prefill(*model_, again, tokens, blocks(0, 1), 10).back());
+}
+
+TEST_F(ForwardInvariance, ChunkWithoutLogitsStillFillsTheCache) {
+  const auto tokens = random_tokens(30, 41);
+  KvCache a(model_->config(), 2, 16), b(model_->config(), 2, 16);
+  SequenceInput head = seq_input(tokens, 0, 20, blocks(0, 2));
+  head.logits = LogitRows::None;
+  const ForwardOutput none = model_->forward(ForwardBatch{{head}}, a);
+  EXPECT_EQ(none.num_rows[0], 0);
+  EXPECT_TRUE(none.logits.empty());
+  const ForwardOutput tail = model_->forward(ForwardBatch{{seq_input(tokens, 20, 30, blocks(0, 2))}}, a);
+  const Logits whole = prefill(*model_, b, tokens, blocks(0, 2), 30);
+  EXPECT_EQ(rows_of(tail, 0), Logits(whole.begin() + 20, whole.end()));
 }
 
 TEST_F(ForwardInvariance, MalformedBatchesAreRejected) {
@@ -173,7 +186,7 @@ TEST_F(ForwardInvariance, MalformedBatchesAreRejected) {
   expect_rejected(seq_input({1, 2, 3}, 0, 3, {}), "block table");
   expect_rejected(seq_input({1, 2, 3}, 0, 3, {7}), "out of range");
   expect_rejected(seq_input({1, test::kTinyVocab}, 0, 2, {0}), "token id");
-  expect_rejected(SequenceInput{0, {}, {0}, false}, "no new tokens");
+  expect_rejected(SequenceInput{0, {}, {0}, LogitRows::Last}, "no new tokens");
   SequenceInput past_context = seq_input({1}, 0, 1, blocks(0, 2));
   past_context.num_computed_tokens = 512;
   expect_rejected(past_context, "context window");

@@ -37,7 +37,7 @@ class SmolLM2 : public ::testing::Test {
     s.token_ids = tokens;
     s.block_table.resize(cache.num_blocks());
     std::iota(s.block_table.begin(), s.block_table.end(), 0);
-    s.logits_for_all = true;
+    s.logits = LogitRows::All;
     return model_->forward(ForwardBatch{{s}}, cache);
   }
 

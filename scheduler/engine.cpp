@@ -1,0 +1,205 @@
+#include "scheduler/engine.h"
+
+#include <random>
+
+namespace flashserve {
+namespace {
+
+EngineConfig with_defaults(EngineConfig cfg, const ModelRunner& runner) {
+  if (cfg.scheduler.max_model_len == 0) cfg.scheduler.max_model_len = runner.context_len();
+  return cfg;
+}
+
+// splitmix64: decorrelates consecutive per-request seeds.
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+ForwardBatch build_batch(const SchedulerOutput& out) {
+  ForwardBatch batch;
+  batch.seqs.reserve(out.scheduled.size());
+  for (const ScheduledRequest& s : out.scheduled) {
+    const Request& r = *s.req;
+    const auto first = r.token_ids.begin() + r.num_computed_tokens;
+    batch.seqs.push_back({r.num_computed_tokens, std::vector<int32_t>(first, first + s.num_scheduled_tokens),
+                          r.kv.block_table, s.samples ? LogitRows::Last : LogitRows::None});
+  }
+  return batch;
+}
+
+}  // namespace
+
+Engine::Engine(ModelRunner& runner, const Tokenizer& tok, EngineConfig cfg)
+    : runner_(runner),
+      tok_(tok),
+      cfg_(with_defaults(std::move(cfg), runner)),
+      kv_(runner.num_kv_blocks(), runner.block_size(), cfg_.enable_prefix_caching),
+      scheduler_(cfg_.scheduler, kv_, tok),
+      seed_base_(std::random_device{}()) {
+  publish_stats(false);
+}
+
+Engine::~Engine() { stop(); }
+
+std::optional<Rejection> Engine::submit(GenerateRequest g, OutputCallback on_output) {
+  if (auto error = validate(g.params, runner_.vocab_size())) return Rejection{RejectReason::Invalid, *error};
+  for (int32_t t : g.prompt_ids) {
+    if (t < 0 || t >= runner_.vocab_size()) {
+      return Rejection{RejectReason::Invalid, "prompt token id " + std::to_string(t) + " is out of range"};
+    }
+  }
+  if (auto too_long = scheduler_.check_fits(int32_t(g.prompt_ids.size()), g.params.max_tokens)) return too_long;
+
+  std::lock_guard lock(mu_);
+  if (int32_t(inbox_.size()) + stats_.num_waiting >= cfg_.max_waiting) {
+    return Rejection{RejectReason::Overloaded, "server overloaded: " + std::to_string(cfg_.max_waiting) +
+                                                   " requests already waiting"};
+  }
+  const uint64_t seed = mix(seed_base_ + num_submitted_++);
+  auto req = std::make_unique<Request>(std::move(g.req_id), std::move(g.prompt_ids), std::move(g.params), tok_, seed,
+                                       g.arrival, g.priority);
+  inbox_.push_back({std::move(req), std::move(on_output)});
+  wake_.notify_one();
+  return std::nullopt;
+}
+
+void Engine::cancel(const std::string& req_id) {
+  std::lock_guard lock(mu_);
+  cancels_.push_back(req_id);
+  wake_.notify_one();
+}
+
+void Engine::start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    wake_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+  drain_inbox();
+  for (Request* r : scheduler_.abort_all()) emit(*r, {});
+}
+
+void Engine::loop() {
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      stats_.heartbeat = Clock::now();
+      if (stopping_) return;
+      if (inbox_.empty() && cancels_.empty() && !scheduler_.has_work()) {
+        wake_.wait_for(lock, std::chrono::milliseconds(100));
+        continue;
+      }
+    }
+    step();
+  }
+}
+
+bool Engine::step() {
+  drain_inbox();
+  const auto t0 = Clock::now();
+  const SchedulerOutput out = scheduler_.schedule();
+  if (out.empty()) {
+    publish_stats(false);
+    return false;
+  }
+  run_batch(out);
+  if (on_step_) {
+    on_step_({std::chrono::duration<double>(Clock::now() - t0).count(), int32_t(out.scheduled.size()),
+              out.num_batched_tokens, out.num_preempted});
+  }
+  return true;
+}
+
+void Engine::drain_inbox() {
+  std::vector<Pending> inbox;
+  std::vector<std::string> cancels;
+  {
+    std::lock_guard lock(mu_);
+    inbox.swap(inbox_);
+    cancels.swap(cancels_);
+  }
+  for (Pending& p : inbox) {
+    callbacks_[p.req->req_id] = std::move(p.on_output);
+    scheduler_.add(std::move(p.req));
+  }
+  std::vector<Request*> aborted;
+  for (const std::string& id : cancels) {
+    if (Request* r = scheduler_.abort(id)) aborted.push_back(r);
+  }
+  if (aborted.empty()) return;
+  publish_stats(false);  // so whoever hears of the abort sees its blocks already free
+  for (Request* r : aborted) emit(*r, {});
+}
+
+void Engine::run_batch(const SchedulerOutput& out) {
+  ForwardOutput logits;
+  try {
+    logits = runner_.forward(build_batch(out));
+  } catch (const std::exception& e) {
+    // A plan the model refuses is our bug, not the client's: fail those requests, keep serving.
+    std::vector<Request*> failed;
+    for (const ScheduledRequest& s : out.scheduled) {
+      if (Request* r = scheduler_.abort(s.req->req_id)) failed.push_back(r);
+    }
+    publish_stats(true);
+    RequestOutput o;
+    o.error = std::string("internal error: ") + e.what();
+    for (Request* r : failed) emit(*r, o);
+    return;
+  }
+  std::vector<SampledToken> sampled(out.scheduled.size());
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    if (out.scheduled[i].samples) sampled[i] = out.scheduled[i].req->sampler.sample(logits.row(int32_t(i)), logits.vocab_size);
+  }
+  std::vector<RequestUpdate> updates = scheduler_.update(out, sampled);
+  publish_stats(true);  // before anyone hears of a finish, its blocks show as free
+  for (RequestUpdate& u : updates) {
+    if (!u.token && !u.req->finish) continue;  // a prefill chunk: nothing to report yet
+    RequestOutput o;
+    if (u.token) o.tokens.push_back(std::move(*u.token));
+    o.text = std::move(u.text);
+    emit(*u.req, std::move(o));
+  }
+}
+
+void Engine::emit(const Request& r, RequestOutput o) {
+  o.req_id = r.req_id;
+  o.finish = r.finish;
+  o.num_prompt_tokens = r.num_prompt_tokens;
+  o.num_output_tokens = r.num_output_tokens();
+  o.num_cached_tokens = r.num_cached_tokens;
+  o.num_preemptions = r.num_preemptions;
+  o.timings = r.timings;
+  auto it = callbacks_.find(r.req_id);
+  if (it == callbacks_.end()) return;
+  it->second(o);
+  if (r.finish) callbacks_.erase(it);
+}
+
+void Engine::publish_stats(bool stepped) {
+  std::lock_guard lock(mu_);
+  stats_.num_running = scheduler_.num_running();
+  stats_.num_waiting = scheduler_.num_waiting();
+  stats_.num_kv_blocks = kv_.num_blocks();
+  stats_.num_free_kv_blocks = kv_.num_free_blocks();
+  stats_.num_preemptions = scheduler_.num_preemptions();
+  stats_.prefix_cache = kv_.prefix_stats();
+  stats_.num_steps += stepped;
+  stats_.heartbeat = Clock::now();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+}  // namespace flashserve

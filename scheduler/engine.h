@@ -1,0 +1,117 @@
+// The engine loop: one thread owns the scheduler, the KV manager and the model runner, and repeats
+// schedule -> forward -> sample -> update. Other threads only submit, cancel and read stats; every
+// request's progress comes back through its callback, called on the engine thread.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+#include "model/model_runner.h"
+#include "scheduler/scheduler.h"
+
+namespace flashserve {
+
+struct EngineConfig {
+  SchedulerConfig scheduler;     // max_model_len 0: the model's context window
+  int32_t max_waiting = 1024;    // queued requests beyond this are refused as overload
+  bool enable_prefix_caching = true;
+};
+
+struct GenerateRequest {
+  std::string req_id;            // unique among live requests
+  std::vector<int32_t> prompt_ids;
+  SamplingParams params;
+  int32_t priority = 0;          // lower is served first (with priority scheduling)
+  Clock::time_point arrival = Clock::now();
+};
+
+// One request's progress in one step; the last one has `finish` set.
+struct RequestOutput {
+  std::string req_id;
+  std::vector<SampledToken> tokens;  // new this step (0 or 1)
+  std::string text;                  // new text (UTF-8 complete, stop strings withheld)
+  std::optional<FinishReason> finish;
+  std::string error;                 // why it was aborted, when the engine (not the client) did it
+  int32_t num_prompt_tokens = 0;
+  int32_t num_output_tokens = 0;
+  int32_t num_cached_tokens = 0;     // prompt tokens served from the prefix cache
+  int32_t num_preemptions = 0;
+  RequestTimings timings;
+};
+// Runs on the engine thread: must return quickly and never call back into the engine.
+using OutputCallback = std::function<void(const RequestOutput&)>;
+
+struct StepStats {
+  double seconds = 0;
+  int32_t num_seqs = 0;
+  int32_t num_batched_tokens = 0;
+  int32_t num_preempted = 0;
+};
+
+struct EngineStats {
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  int32_t num_kv_blocks = 0;
+  int32_t num_free_kv_blocks = 0;
+  int64_t num_preemptions = 0;
+  int64_t num_steps = 0;
+  PrefixCacheStats prefix_cache;
+  Clock::time_point heartbeat;  // the loop's last sign of life (it wakes at least every 100 ms)
+};
+
+class Engine {
+ public:
+  Engine(ModelRunner& runner, const Tokenizer& tok, EngineConfig cfg);
+  ~Engine();
+
+  // Thread-safe. Queues the request, or says why not (invalid parameters, too long, overloaded).
+  std::optional<Rejection> submit(GenerateRequest req, OutputCallback on_output);
+  // Thread-safe. The request finishes with Abort and frees its blocks at the next step.
+  void cancel(const std::string& req_id);
+
+  void start();  // runs the loop on its own thread
+  void stop();   // aborts everything still queued or running, then joins
+  // One iteration on the calling thread (only when not started). False when there was nothing to do.
+  bool step();
+
+  EngineStats stats() const;
+  void set_step_observer(std::function<void(const StepStats&)> observer) { on_step_ = std::move(observer); }
+
+ private:
+  struct Pending {
+    std::unique_ptr<Request> req;
+    OutputCallback on_output;
+  };
+  void loop();
+  void drain_inbox();
+  void run_batch(const SchedulerOutput& out);
+  void emit(const Request& r, RequestOutput out);
+  void publish_stats(bool stepped);
+
+  ModelRunner& runner_;
+  const Tokenizer& tok_;
+  EngineConfig cfg_;
+  KvCacheManager kv_;
+  Scheduler scheduler_;
+  std::unordered_map<std::string, OutputCallback> callbacks_;  // engine thread only
+  uint64_t seed_base_;
+  uint64_t num_submitted_ = 0;
+
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable wake_;
+  std::vector<Pending> inbox_;
+  std::vector<std::string> cancels_;
+  EngineStats stats_;
+  bool stopping_ = false;
+
+  std::function<void(const StepStats&)> on_step_;
+  std::thread thread_;
+};
+
+}  // namespace flashserve

@@ -1,0 +1,57 @@
+// One generation request as the scheduler tracks it. There are no prefill and decode phases:
+// num_computed_tokens catches up with the token count (prompt + output), whether by prompt chunks,
+// prefix-cache hits, one decode token a step, or a recompute after preemption.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+#include "scheduler/kv_cache_manager.h"
+#include "scheduler/output_text.h"
+#include "scheduler/sampler.h"
+#include "scheduler/sampling_params.h"
+
+namespace flashserve {
+
+using Clock = std::chrono::steady_clock;
+
+// "stop": EOS, a stop token or a stop string; "length": max_tokens or the context window;
+// "abort": cancelled (client gone, deadline, shutdown).
+enum class FinishReason { Stop, Length, Abort };
+std::string_view to_string(FinishReason r);
+
+struct RequestTimings {
+  Clock::time_point arrival;          // when the server received it (before tokenization)
+  Clock::time_point first_scheduled;  // first step that ran any of it
+  Clock::time_point first_token;
+  Clock::time_point last_token;
+  Clock::time_point finished;
+};
+
+struct Request {
+  Request(std::string id, std::vector<int32_t> prompt, SamplingParams params, const Tokenizer& tok,
+          uint64_t fallback_seed, Clock::time_point arrival, int32_t priority = 0);
+
+  std::string req_id;
+  int64_t arrival_order = 0;       // set by the scheduler; ties in priority go FCFS
+  int32_t priority = 0;            // lower is served first
+  std::vector<int32_t> token_ids;  // prompt then output
+  int32_t num_prompt_tokens;
+  int32_t num_computed_tokens = 0; // tokens whose KV is in the cache
+  int32_t num_cached_tokens = 0;   // prompt tokens found in the prefix cache at first admission
+  SamplingParams params;
+  RequestSampler sampler;
+  OutputText text;
+  KvSequence kv;
+  int32_t num_preemptions = 0;
+  bool scheduled_before = false;
+  std::optional<FinishReason> finish;
+  RequestTimings timings;
+
+  int32_t num_tokens() const { return int32_t(token_ids.size()); }
+  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+};
+
+}  // namespace flashserve

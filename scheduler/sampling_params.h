@@ -1,0 +1,32 @@
+// Per-request sampling and stopping parameters, as the OpenAI API and our gRPC API name them.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace flashserve {
+
+struct SamplingParams {
+  float temperature = 1.0f;          // 0: greedy
+  int32_t top_k = 0;                 // 0: off
+  float top_p = 1.0f;                // nucleus mass kept, (0, 1]
+  float min_p = 0.0f;                // drop tokens below min_p * p(top token), [0, 1]
+  float repetition_penalty = 1.0f;   // > 1 discourages any token seen in prompt or output (CTRL rule)
+  float presence_penalty = 0.0f;     // subtracted once from tokens already generated, [-2, 2]
+  float frequency_penalty = 0.0f;    // subtracted per occurrence in the generated tokens, [-2, 2]
+  std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logit, [-100, 100]
+  std::optional<uint64_t> seed;      // same seed + same request = same tokens
+  int32_t logprobs = -1;             // -1: none; n >= 0: the sampled token's logprob and the top n
+
+  int32_t max_tokens = 16;
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;
+  std::vector<std::string> stop;     // stop strings: generation ends before them; never emitted
+};
+
+// nullopt if valid, else a message naming the offending field (for a 400 / INVALID_ARGUMENT).
+std::optional<std::string> validate(const SamplingParams& p, int32_t vocab_size);
+
+}  // namespace flashserve

@@ -1,0 +1,213 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <iterator>
+
+namespace flashserve {
+
+std::string_view to_string(FinishReason r) {
+  switch (r) {
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Abort: return "abort";
+  }
+  return "unknown";
+}
+
+Request::Request(std::string id, std::vector<int32_t> prompt, SamplingParams p, const Tokenizer& tok,
+                 uint64_t fallback_seed, Clock::time_point arrival, int32_t prio)
+    : req_id(std::move(id)),
+      priority(prio),
+      token_ids(std::move(prompt)),
+      num_prompt_tokens(int32_t(token_ids.size())),
+      params(std::move(p)),
+      sampler(params, token_ids, fallback_seed),
+      text(tok, params.stop) {
+  timings.arrival = arrival;
+}
+
+Scheduler::Scheduler(SchedulerConfig cfg, KvCacheManager& kv, const Tokenizer& tok)
+    : cfg_(cfg), kv_(kv), tok_(tok) {}
+
+bool Scheduler::before(const Request& a, const Request& b) const {
+  if (cfg_.priority_scheduling && a.priority != b.priority) return a.priority < b.priority;
+  return a.arrival_order < b.arrival_order;
+}
+
+std::optional<Rejection> Scheduler::check_fits(int32_t num_prompt_tokens, int32_t max_tokens) const {
+  if (num_prompt_tokens == 0) return Rejection{RejectReason::Invalid, "the prompt is empty"};
+  const int32_t total = num_prompt_tokens + max_tokens;
+  if (total > cfg_.max_model_len) {
+    return Rejection{RejectReason::TooLong, "prompt (" + std::to_string(num_prompt_tokens) + " tokens) plus max_tokens (" +
+                                                std::to_string(max_tokens) + ") exceeds the context window of " +
+                                                std::to_string(cfg_.max_model_len) + " tokens"};
+  }
+  if (kv_.blocks_for(total) > kv_.num_blocks()) {
+    return Rejection{RejectReason::TooLong, "prompt plus max_tokens (" + std::to_string(total) + " tokens) needs " +
+                                                std::to_string(kv_.blocks_for(total)) + " KV blocks; the cache has " +
+                                                std::to_string(kv_.num_blocks())};
+  }
+  return std::nullopt;
+}
+
+void Scheduler::add(std::unique_ptr<Request> req) {
+  req->arrival_order = next_arrival_++;
+  insert_waiting(std::move(req));
+}
+
+void Scheduler::insert_waiting(std::unique_ptr<Request> req) {
+  auto pos = std::upper_bound(waiting_.begin(), waiting_.end(), req,
+                              [this](const auto& a, const auto& b) { return before(*a, *b); });
+  waiting_.insert(pos, std::move(req));
+}
+
+SchedulerOutput Scheduler::schedule() {
+  finished_.clear();
+  SchedulerOutput out;
+  int32_t budget = cfg_.max_num_batched_tokens;
+  schedule_running(out, budget);
+  // Admitting new work in a step that had to preempt would only preempt again.
+  if (out.num_preempted == 0) schedule_waiting(out, budget);
+  out.num_batched_tokens = cfg_.max_num_batched_tokens - budget;
+  const auto now = Clock::now();
+  for (const ScheduledRequest& s : out.scheduled) {
+    if (!s.req->scheduled_before) s.req->timings.first_scheduled = now;
+    s.req->scheduled_before = true;
+  }
+  return out;
+}
+
+void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Request& r = *running_[i];
+    const int32_t n = std::min(r.num_tokens() - r.num_computed_tokens, budget);
+    bool fits = kv_.allocate(r.kv, r.num_computed_tokens + n);
+    // Make room by preempting from the back (lowest priority, latest arrival), r itself last.
+    while (!fits) {
+      const bool self = running_.back().get() == &r;
+      std::unique_ptr<Request> victim = std::move(running_.back());
+      running_.pop_back();
+      preempt(std::move(victim));
+      ++out.num_preempted;
+      if (self) return;
+      fits = kv_.allocate(r.kv, r.num_computed_tokens + n);
+    }
+    out.scheduled.push_back({&r, n, r.num_computed_tokens + n == r.num_tokens()});
+    budget -= n;
+    ++i;
+  }
+}
+
+void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget) {
+  while (!waiting_.empty() && budget > 0 && int32_t(running_.size()) < cfg_.max_num_seqs) {
+    Request& r = *waiting_.front();
+    r.num_computed_tokens = kv_.acquire_cached_prefix(r.kv, r.token_ids);
+    if (!r.scheduled_before) r.num_cached_tokens = r.num_computed_tokens;
+    const int32_t n = std::min(r.num_tokens() - r.num_computed_tokens, budget);
+    if (!kv_.allocate(r.kv, r.num_computed_tokens + n)) {
+      kv_.free(r.kv);  // don't pin cached blocks while it waits
+      r.num_computed_tokens = 0;
+      return;  // FCFS: nobody overtakes the head of the queue, so big requests cannot starve
+    }
+    std::unique_ptr<Request> owned = std::move(waiting_.front());
+    waiting_.pop_front();
+    auto pos = std::upper_bound(running_.begin(), running_.end(), owned,
+                                [this](const auto& a, const auto& b) { return before(*a, *b); });
+    running_.insert(pos, std::move(owned));
+    out.scheduled.push_back({&r, n, r.num_computed_tokens + n == r.num_tokens()});
+    budget -= n;
+  }
+}
+
+void Scheduler::preempt(std::unique_ptr<Request> victim) {
+  kv_.free(victim->kv);
+  victim->num_computed_tokens = 0;
+  ++victim->num_preemptions;
+  ++num_preemptions_;
+  insert_waiting(std::move(victim));
+}
+
+std::vector<RequestUpdate> Scheduler::update(const SchedulerOutput& output, const std::vector<SampledToken>& sampled) {
+  std::vector<RequestUpdate> updates;
+  updates.reserve(output.scheduled.size());
+  for (size_t i = 0; i < output.scheduled.size(); ++i) {
+    const ScheduledRequest& s = output.scheduled[i];
+    updates.push_back(advance(s, s.samples ? &sampled.at(i) : nullptr));
+  }
+  retire_finished();
+  return updates;
+}
+
+RequestUpdate Scheduler::advance(const ScheduledRequest& s, const SampledToken* sampled) {
+  Request& r = *s.req;
+  r.num_computed_tokens += s.num_scheduled_tokens;
+  kv_.cache_full_blocks(r.kv, r.token_ids, r.num_computed_tokens);
+  RequestUpdate u{&r, std::nullopt, {}};
+  if (!sampled) return u;
+
+  const auto now = Clock::now();
+  if (r.num_output_tokens() == 0) r.timings.first_token = now;
+  r.timings.last_token = now;
+  r.token_ids.push_back(sampled->token);
+  u.token = *sampled;
+  OutputText::Delta delta = r.text.push(sampled->token);
+  u.text = std::move(delta.text);
+  if (auto reason = check_stop(r, sampled->token, delta.stopped)) {
+    if (!delta.stopped) u.text += r.text.flush();
+    finish(r, *reason);
+  }
+  return u;
+}
+
+std::optional<FinishReason> Scheduler::check_stop(Request& r, int32_t token, bool text_stopped) const {
+  const auto& stop_ids = r.params.stop_token_ids;
+  if (text_stopped || (!r.params.ignore_eos && tok_.is_end_of_generation(token)) ||
+      std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) {
+    return FinishReason::Stop;
+  }
+  if (r.num_output_tokens() >= r.params.max_tokens) return FinishReason::Length;
+  return std::nullopt;
+}
+
+void Scheduler::finish(Request& r, FinishReason reason) {
+  r.finish = reason;
+  r.timings.finished = Clock::now();
+  kv_.free(r.kv);
+}
+
+// Moves finished requests out of the queues; they live until the next schedule().
+void Scheduler::retire_finished() {
+  auto it = std::stable_partition(running_.begin(), running_.end(), [](const auto& r) { return !r->finish; });
+  std::move(it, running_.end(), std::back_inserter(finished_));
+  running_.erase(it, running_.end());
+}
+
+Request* Scheduler::abort(const std::string& req_id) {
+  auto matches = [&](const auto& r) { return r->req_id == req_id && !r->finish; };
+  auto retire = [&](auto& queue, auto it) {
+    Request* r = it->get();
+    finish(*r, FinishReason::Abort);
+    finished_.push_back(std::move(*it));
+    queue.erase(it);
+    return r;
+  };
+  if (auto it = std::find_if(running_.begin(), running_.end(), matches); it != running_.end()) return retire(running_, it);
+  if (auto it = std::find_if(waiting_.begin(), waiting_.end(), matches); it != waiting_.end()) return retire(waiting_, it);
+  return nullptr;
+}
+
+std::vector<Request*> Scheduler::abort_all() {
+  std::vector<Request*> aborted;
+  auto retire = [&](std::unique_ptr<Request>& r) {
+    finish(*r, FinishReason::Abort);
+    aborted.push_back(r.get());
+    finished_.push_back(std::move(r));
+  };
+  std::for_each(running_.begin(), running_.end(), retire);
+  std::for_each(waiting_.begin(), waiting_.end(), retire);
+  running_.clear();
+  waiting_.clear();
+  return aborted;
+}
+
+}  // namespace flashserve

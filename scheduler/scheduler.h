@@ -1,0 +1,100 @@
+// Iteration-level scheduling (continuous batching). Every step: running requests first (one decode
+// token each, or their next prompt chunk), then waiting ones in priority/arrival order, all under
+// max_num_seqs and a token budget. When KV blocks run out, the lowest-priority, latest-arrived
+// running request is preempted: its blocks are freed and it is recomputed later (its sampler state
+// survives, so it produces exactly the tokens it would have). The scheduler never touches tensors.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+#include "scheduler/kv_cache_manager.h"
+#include "scheduler/request.h"
+
+namespace flashserve {
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 64;             // running requests at most
+  int32_t max_num_batched_tokens = 512;  // tokens per step; longer prompts are chunked
+  int32_t max_model_len = 0;             // context window
+  bool priority_scheduling = false;      // order by (priority, arrival) instead of arrival
+};
+
+// Why a request was not accepted.
+enum class RejectReason { Invalid, TooLong, Overloaded };
+struct Rejection {
+  RejectReason reason;
+  std::string message;
+};
+
+struct ScheduledRequest {
+  Request* req;
+  int32_t num_scheduled_tokens;  // tokens computed this step
+  bool samples;                  // reaches the end of the known tokens: a new token is sampled
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledRequest> scheduled;
+  int32_t num_batched_tokens = 0;
+  int32_t num_preempted = 0;  // preemptions this step
+  bool empty() const { return scheduled.empty(); }
+};
+
+// One request's progress after a step, for the engine to report.
+struct RequestUpdate {
+  Request* req;
+  std::optional<SampledToken> token;  // set if a token was sampled this step
+  std::string text;                   // newly released text
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerConfig cfg, KvCacheManager& kv, const Tokenizer& tok);
+
+  // Whether a request can ever run: a prompt, and prompt + max_tokens within the context window and
+  // the whole KV pool. Reads only constants, so any thread may ask.
+  std::optional<Rejection> check_fits(int32_t num_prompt_tokens, int32_t max_tokens) const;
+  // Queues an admissible request (see check_fits).
+  void add(std::unique_ptr<Request> req);
+  SchedulerOutput schedule();
+  // `sampled[i]` is the token for output.scheduled[i] when it samples. Advances every scheduled
+  // request, applies stop rules, frees finished requests' blocks. Returns updates in schedule order;
+  // finished requests stay readable until the next schedule(), then are destroyed.
+  std::vector<RequestUpdate> update(const SchedulerOutput& output, const std::vector<SampledToken>& sampled);
+  // Finishes a request (Abort) and frees its blocks now. Returns it (valid until the next
+  // schedule()), or nullptr if unknown or already finished.
+  Request* abort(const std::string& req_id);
+  // Aborts everything queued or running, e.g. at shutdown. Returns the aborted requests (valid
+  // until the next schedule()).
+  std::vector<Request*> abort_all();
+
+  const SchedulerConfig& config() const { return cfg_; }
+  int32_t num_running() const { return int32_t(running_.size()); }
+  int32_t num_waiting() const { return int32_t(waiting_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+
+ private:
+  bool before(const Request& a, const Request& b) const;
+  void schedule_running(SchedulerOutput& out, int32_t& budget);
+  void schedule_waiting(SchedulerOutput& out, int32_t& budget);
+  void preempt(std::unique_ptr<Request> victim);
+  void insert_waiting(std::unique_ptr<Request> req);
+  void finish(Request& r, FinishReason reason);
+  void retire_finished();
+  std::optional<FinishReason> check_stop(Request& r, int32_t token, bool text_stopped) const;
+  RequestUpdate advance(const ScheduledRequest& s, const SampledToken* sampled);
+
+  SchedulerConfig cfg_;
+  KvCacheManager& kv_;
+  const Tokenizer& tok_;
+  std::deque<std::unique_ptr<Request>> waiting_;  // in service order
+  std::vector<std::unique_ptr<Request>> running_; // in service order: preemption takes from the back
+  std::vector<std::unique_ptr<Request>> finished_;
+  int64_t next_arrival_ = 0;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace flashserve

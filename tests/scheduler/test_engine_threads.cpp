@@ -1,0 +1,149 @@
+// The engine on its own thread, as the server will use it: concurrent submitters, cancellation
+// mid-stream, overload refusal, shutdown with requests in flight.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "tests/util/engine_harness.h"
+#include "tests/util/fake_runner.h"
+#include "tests/util/tiny_model.h"
+
+namespace flashserve {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Collects events of many requests from the engine thread; lets the test wait for finishes.
+class Collector {
+ public:
+  OutputCallback callback() {
+    return [this](const RequestOutput& o) {
+      std::lock_guard lock(mu_);
+      tokens_[o.req_id] += int32_t(o.tokens.size());
+      if (o.finish) {
+        finish_[o.req_id] = *o.finish;
+        done_.notify_all();
+      }
+    };
+  }
+  bool wait_finished(size_t n, std::chrono::seconds timeout = 30s) {
+    std::unique_lock lock(mu_);
+    return done_.wait_for(lock, timeout, [&] { return finish_.size() >= n; });
+  }
+  bool wait_tokens(const std::string& id, int32_t n) {
+    for (int i = 0; i < 3000; ++i) {
+      {
+        std::lock_guard lock(mu_);
+        if (tokens_[id] >= n) return true;
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+    return false;
+  }
+  std::map<std::string, FinishReason> finishes() {
+    std::lock_guard lock(mu_);
+    return finish_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable done_;
+  std::map<std::string, int32_t> tokens_;
+  std::map<std::string, FinishReason> finish_;
+};
+
+class EngineThreads : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tok_ = test::tiny_tokenizer();
+    runner_ = std::make_unique<test::FakeRunner>(test::kTinyVocab, 256, 16, 4096);
+  }
+  GenerateRequest request(const std::string& id, int32_t max_tokens) {
+    return {id, {'h', 'e', 'l', 'l', 'o'}, test::greedy(max_tokens)};
+  }
+  std::unique_ptr<Tokenizer> tok_;
+  std::unique_ptr<test::FakeRunner> runner_;
+};
+
+TEST_F(EngineThreads, ConcurrentSubmittersAllFinish) {
+  Engine engine(*runner_, *tok_, {});
+  engine.start();
+  Collector c;
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&, t] {
+      for (int i = 0; i < 8; ++i) EXPECT_FALSE(engine.submit(request("t" + std::to_string(t) + "-" + std::to_string(i), 20), c.callback()));
+    });
+  }
+  for (auto& th : clients) th.join();
+  ASSERT_TRUE(c.wait_finished(32));
+  for (const auto& [id, reason] : c.finishes()) EXPECT_EQ(reason, FinishReason::Length) << id;
+  engine.stop();
+  EXPECT_EQ(engine.stats().num_free_kv_blocks, 256);
+}
+
+TEST_F(EngineThreads, CancelMidStreamFreesBlocks) {
+  Engine engine(*runner_, *tok_, {});
+  engine.start();
+  Collector c;
+  ASSERT_FALSE(engine.submit(request("long", 3000), c.callback()));
+  ASSERT_TRUE(c.wait_tokens("long", 5));
+  EXPECT_LT(engine.stats().num_free_kv_blocks, 256);
+  engine.cancel("long");
+  ASSERT_TRUE(c.wait_finished(1));
+  EXPECT_EQ(c.finishes().at("long"), FinishReason::Abort);
+  // The engine frees the blocks before it reports the abort.
+  EXPECT_EQ(engine.stats().num_free_kv_blocks, 256);
+  engine.stop();
+}
+
+TEST_F(EngineThreads, RefusesPastTheWaitingBound) {
+  EngineConfig cfg;
+  cfg.max_waiting = 2;
+  Engine engine(*runner_, *tok_, cfg);  // not started: nothing drains the queue
+  Collector c;
+  EXPECT_FALSE(engine.submit(request("a", 4), c.callback()));
+  EXPECT_FALSE(engine.submit(request("b", 4), c.callback()));
+  const auto refused = engine.submit(request("c", 4), c.callback());
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->reason, RejectReason::Overloaded);
+}
+
+TEST_F(EngineThreads, RejectsInvalidRequestsUpFront) {
+  Engine engine(*runner_, *tok_, {});
+  Collector c;
+  GenerateRequest bad = request("bad", 4);
+  bad.params.top_p = 1.5f;
+  EXPECT_EQ(engine.submit(bad, c.callback())->reason, RejectReason::Invalid);
+  GenerateRequest oov = request("oov", 4);
+  oov.prompt_ids.push_back(test::kTinyVocab);
+  EXPECT_EQ(engine.submit(oov, c.callback())->reason, RejectReason::Invalid);
+  EXPECT_EQ(engine.submit(request("huge", 5000), c.callback())->reason, RejectReason::TooLong);
+}
+
+TEST_F(EngineThreads, StopAbortsWhatIsInFlight) {
+  Collector c;
+  {
+    Engine engine(*runner_, *tok_, {});
+    engine.start();
+    ASSERT_FALSE(engine.submit(request("x", 3000), c.callback()));
+    ASSERT_TRUE(c.wait_tokens("x", 2));
+    engine.stop();
+  }
+  EXPECT_EQ(c.finishes().at("x"), FinishReason::Abort);
+}
+
+TEST_F(EngineThreads, HeartbeatAdvancesWhileIdle) {
+  Engine engine(*runner_, *tok_, {});
+  engine.start();
+  const auto before = engine.stats().heartbeat;
+  std::this_thread::sleep_for(250ms);
+  EXPECT_GT(engine.stats().heartbeat, before);
+  engine.stop();
+}
+
+}  // namespace
+}  // namespace flashserve

@@ -1,0 +1,337 @@
+// KvCacheManager: block tables, chained prefix hashing, prefix hits, all-or-nothing growth. The
+// simulation at the end runs many overlapping sequences against a shadow of what each block holds.
+#include "scheduler/kv_cache_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <set>
+#include <stdexcept>
+
+namespace flashserve {
+namespace {
+
+constexpr int32_t kBlockSize = 4;
+
+std::vector<int32_t> iota_tokens(int32_t n, int32_t first) {
+  std::vector<int32_t> t(n);
+  std::iota(t.begin(), t.end(), first);
+  return t;
+}
+
+std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Admits a prompt, "computes" all of it and registers its full blocks, as the scheduler would.
+int32_t admit_and_compute(KvCacheManager& kv, KvSequence& seq, const std::vector<int32_t>& tokens) {
+  const int32_t hit = kv.acquire_cached_prefix(seq, tokens);
+  EXPECT_TRUE(kv.allocate(seq, int32_t(tokens.size())));
+  kv.cache_full_blocks(seq, tokens, int32_t(tokens.size()));
+  return hit;
+}
+
+TEST(KvCacheManager, HashChainsOnParent) {
+  KvCacheManager kv(8, kBlockSize, true);
+  const auto shared = iota_tokens(4, 100);
+  KvSequence a, b, c;
+  admit_and_compute(kv, a, concat(iota_tokens(4, 0), shared));
+  admit_and_compute(kv, b, concat(iota_tokens(4, 50), shared));
+  admit_and_compute(kv, c, concat(shared, shared));
+  ASSERT_EQ(a.block_hashes.size(), 2u);
+  ASSERT_EQ(b.block_hashes.size(), 2u);
+  EXPECT_NE(a.block_hashes[1], b.block_hashes[1]);  // same tokens, different parents
+  EXPECT_NE(c.block_hashes[0], c.block_hashes[1]);  // same tokens, root vs chained parent
+  EXPECT_EQ(kv.pool().num_cached_blocks(), 6);
+}
+
+TEST(KvCacheManager, SamePrefixGivesSameHashes) {
+  KvCacheManager kv(8, kBlockSize, true);
+  KvSequence a, b;
+  admit_and_compute(kv, a, iota_tokens(9, 0));
+  kv.allocate(b, 9);  // computed separately (no lookup): the hash is taken, its blocks stay uncached
+  kv.cache_full_blocks(b, iota_tokens(9, 0), 9);
+  EXPECT_EQ(a.block_hashes, b.block_hashes);
+  EXPECT_EQ(kv.pool().num_cached_blocks(), 2);
+}
+
+TEST(KvCacheManager, HitAfterRequestFinished) {
+  KvCacheManager kv(8, kBlockSize, true);
+  const auto prompt = iota_tokens(3 * kBlockSize + 1, 0);
+  KvSequence a;
+  admit_and_compute(kv, a, prompt);
+  const auto a_table = a.block_table;
+  kv.free(a);
+  EXPECT_TRUE(a.block_table.empty() && a.block_hashes.empty());
+  EXPECT_EQ(kv.num_free_blocks(), 8);
+
+  KvSequence b;
+  EXPECT_EQ(kv.acquire_cached_prefix(b, prompt), 3 * kBlockSize);
+  EXPECT_EQ(b.num_cached_tokens, 3 * kBlockSize);
+  EXPECT_EQ(b.block_table, std::vector<int32_t>(a_table.begin(), a_table.begin() + 3));
+  EXPECT_EQ(b.block_hashes.size(), 3u);
+  EXPECT_EQ(kv.num_free_blocks(), 5);
+  EXPECT_EQ(kv.prefix_stats().queried_tokens, 2 * int64_t(prompt.size()));
+  EXPECT_EQ(kv.prefix_stats().hit_tokens, 3 * kBlockSize);
+  // The hit hashes let the rest chain on: finishing the prompt caches the same hashes as before.
+  ASSERT_TRUE(kv.allocate(b, int32_t(prompt.size())));
+  kv.cache_full_blocks(b, prompt, int32_t(prompt.size()));
+  EXPECT_EQ(b.block_table.size(), 4u);
+  EXPECT_EQ(kv.pool().num_cached_blocks(), 3);
+}
+
+TEST(KvCacheManager, MissAfterEvictionUnderPressure) {
+  KvCacheManager kv(6, kBlockSize, true);
+  const auto prompt = iota_tokens(3 * kBlockSize + 1, 0);
+  KvSequence a, filler, b;
+  admit_and_compute(kv, a, prompt);
+  kv.free(a);
+  ASSERT_TRUE(kv.allocate(filler, 6 * kBlockSize));  // takes every block, evicting all cached ones
+  EXPECT_EQ(kv.pool().num_cached_blocks(), 0);
+  kv.free(filler);
+  EXPECT_EQ(kv.acquire_cached_prefix(b, prompt), 0);
+  EXPECT_TRUE(b.block_table.empty());
+}
+
+TEST(KvCacheManager, TailBlocksAreEvictedFirst) {
+  KvCacheManager kv(6, kBlockSize, true);
+  const auto prompt = iota_tokens(3 * kBlockSize + 1, 0);
+  KvSequence a, filler, b;
+  admit_and_compute(kv, a, prompt);  // blocks 0..3; 4 and 5 stay free ahead of them
+  kv.free(a);
+  ASSERT_TRUE(kv.allocate(filler, 4 * kBlockSize));  // blocks 4, 5, then a's last two
+  EXPECT_EQ(kv.acquire_cached_prefix(b, prompt), 2 * kBlockSize);
+}
+
+TEST(KvCacheManager, HitStopsAtFirstMismatch) {
+  KvCacheManager kv(10, kBlockSize, true);
+  const auto prompt = iota_tokens(4 * kBlockSize, 0);
+  KvSequence a, b;
+  admit_and_compute(kv, a, prompt);
+  auto other = prompt;
+  other[kBlockSize + 1] = -7;  // block 1 differs; block 2 is equal but its parent is not
+  EXPECT_EQ(kv.acquire_cached_prefix(b, other), kBlockSize);
+}
+
+TEST(KvCacheManager, HitNeverCoversLastToken) {
+  KvCacheManager kv(10, kBlockSize, true);
+  const auto prompt = iota_tokens(3 * kBlockSize, 0);
+  KvSequence a;
+  admit_and_compute(kv, a, prompt);
+  for (int32_t len : {0, 1, kBlockSize, kBlockSize + 1, 2 * kBlockSize, 3 * kBlockSize}) {
+    KvSequence b;
+    const std::vector<int32_t> tokens(prompt.begin(), prompt.begin() + len);
+    const int32_t expected = len == 0 ? 0 : (len - 1) / kBlockSize * kBlockSize;
+    EXPECT_EQ(kv.acquire_cached_prefix(b, tokens), expected) << "len " << len;
+    kv.free(b);
+  }
+  KvSequence longer;
+  EXPECT_EQ(kv.acquire_cached_prefix(longer, concat(prompt, {1})), 3 * kBlockSize);
+}
+
+TEST(KvCacheManager, SharedBlocksAreRefcountedPerSequence) {
+  KvCacheManager kv(10, kBlockSize, true);
+  const auto prompt = iota_tokens(2 * kBlockSize + 2, 0);
+  KvSequence a, b;
+  admit_and_compute(kv, a, prompt);
+  EXPECT_EQ(admit_and_compute(kv, b, prompt), 2 * kBlockSize);
+  for (int32_t i = 0; i < 2; ++i) EXPECT_EQ(kv.pool().ref_count(b.block_table[i]), 2);
+  EXPECT_NE(a.block_table[2], b.block_table[2]);  // the partial last block is private
+  EXPECT_EQ(kv.num_free_blocks(), 6);
+  kv.free(a);
+  for (int32_t i = 0; i < 2; ++i) EXPECT_EQ(kv.pool().ref_count(b.block_table[i]), 1);
+  kv.free(b);
+  EXPECT_EQ(kv.num_free_blocks(), 10);
+}
+
+TEST(KvCacheManager, CachingDisabled) {
+  KvCacheManager kv(8, kBlockSize, false);
+  const auto prompt = iota_tokens(3 * kBlockSize + 1, 0);
+  KvSequence a, b;
+  EXPECT_EQ(admit_and_compute(kv, a, prompt), 0);
+  EXPECT_TRUE(a.block_hashes.empty());
+  kv.free(a);
+  EXPECT_EQ(admit_and_compute(kv, b, prompt), 0);
+  EXPECT_EQ(kv.pool().num_cached_blocks(), 0);
+  EXPECT_EQ(kv.prefix_stats().queried_tokens, 0);  // nothing is looked up when caching is off
+}
+
+TEST(KvCacheManager, AllocateIsAllOrNothing) {
+  KvCacheManager kv(4, kBlockSize, true);
+  KvSequence a, b;
+  ASSERT_TRUE(kv.allocate(a, 3 * kBlockSize - 1));
+  EXPECT_TRUE(kv.allocate(a, 3 * kBlockSize));  // still fits in its last block
+  EXPECT_EQ(a.block_table.size(), 3u);
+  EXPECT_FALSE(kv.allocate(b, kBlockSize + 1));  // needs 2, 1 free
+  EXPECT_TRUE(b.block_table.empty());
+  EXPECT_EQ(kv.num_free_blocks(), 1);
+  EXPECT_FALSE(kv.allocate(a, 5 * kBlockSize));
+  EXPECT_EQ(a.block_table.size(), 3u);
+  EXPECT_TRUE(kv.allocate(a, 4 * kBlockSize));
+  EXPECT_DOUBLE_EQ(kv.usage(), 1.0);
+  kv.free(a);
+  EXPECT_DOUBLE_EQ(kv.usage(), 0.0);
+}
+
+TEST(KvCacheManager, RejectsMisuse) {
+  KvCacheManager kv(4, kBlockSize, true);
+  KvSequence a;
+  ASSERT_TRUE(kv.allocate(a, kBlockSize));
+  EXPECT_THROW(kv.acquire_cached_prefix(a, iota_tokens(8, 0)), std::logic_error);
+  EXPECT_THROW(kv.cache_full_blocks(a, iota_tokens(8, 0), 9), std::logic_error);
+  EXPECT_THROW(kv.cache_full_blocks(a, iota_tokens(8, 0), 8), std::logic_error);  // 2 blocks, 1 held
+  EXPECT_THROW(KvCacheManager(4, 0, true), std::invalid_argument);
+}
+
+// --- Randomized simulation -------------------------------------------------------------------
+
+// What the KV at a position depends on: the token there and every token before it.
+using Fingerprint = uint64_t;
+std::vector<Fingerprint> fingerprints(const std::vector<int32_t>& tokens) {
+  std::vector<Fingerprint> f(tokens.size());
+  Fingerprint h = 1469598103934665603ULL;
+  for (size_t i = 0; i < tokens.size(); ++i) f[i] = h = (h ^ uint64_t(tokens[i] + 1)) * 1099511628211ULL;
+  return f;
+}
+
+struct SimSeq {
+  std::vector<int32_t> tokens;
+  KvSequence kv;
+  int32_t num_computed_tokens = 0;
+};
+
+class KvSimulation {
+ public:
+  KvSimulation() : kv_(kBlocks, kBlockSize, true), written_(kBlocks, std::vector<Fingerprint>(kBlockSize, 0)) {
+    for (int f = 0; f < 4; ++f) families_.push_back(random_tokens(pick(0, 40)));
+  }
+
+  void run(int steps) {
+    for (int step = 0; step < steps; ++step) {
+      const int op = pick(0, 9);
+      if (op < 3 && live_.size() < 8) admit();
+      else if (op < 9 && !live_.empty()) advance(pick(0, int(live_.size()) - 1));
+      else if (!live_.empty()) finish(pick(0, int(live_.size()) - 1));
+      check_invariants();
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    while (!live_.empty()) finish(0);
+    EXPECT_EQ(kv_.num_free_blocks(), kBlocks);
+  }
+
+  int64_t hits = 0, rejections = 0, preemptions = 0, shared_seen = 0;
+
+ private:
+  static constexpr int32_t kBlocks = 40;
+
+  int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+  std::vector<int32_t> random_tokens(int n) {
+    std::vector<int32_t> t(n);
+    for (auto& x : t) x = pick(0, 5);
+    return t;
+  }
+
+  void admit() {
+    const auto& family = families_[pick(0, int(families_.size()) - 1)];
+    SimSeq s;
+    s.tokens.assign(family.begin(), family.begin() + pick(0, int(family.size())));
+    s.tokens = concat(s.tokens, random_tokens(pick(1, 12)));
+    const int32_t len = int32_t(s.tokens.size());
+    const int32_t hit = kv_.acquire_cached_prefix(s.kv, s.tokens);
+    ASSERT_EQ(hit % kBlockSize, 0);
+    ASSERT_LE(hit, (len - 1) / kBlockSize * kBlockSize);
+    ASSERT_EQ(int32_t(s.kv.block_table.size()) * kBlockSize, hit);
+    expect_holds(s, hit);  // a hit must hand back blocks whose KV is exactly this prefix's
+    hits += hit > 0;
+    s.num_computed_tokens = hit;
+    if (!kv_.allocate(s.kv, len)) {
+      ASSERT_EQ(int32_t(s.kv.block_table.size()) * kBlockSize, hit);  // failure changed nothing
+      kv_.free(s.kv);
+      ++rejections;
+      return;
+    }
+    live_.push_back(std::move(s));
+  }
+
+  // One engine step for a sequence: a prefill chunk, or a sampled token that needs room.
+  void advance(int i) {
+    SimSeq& s = live_[i];
+    if (s.num_computed_tokens == int32_t(s.tokens.size())) {
+      if (s.tokens.size() > 60) return finish(i);
+      s.tokens.push_back(pick(0, 5));
+      if (!kv_.allocate(s.kv, int32_t(s.tokens.size()))) {
+        ++preemptions;
+        return finish(i);
+      }
+      return;
+    }
+    const int32_t end = std::min<int32_t>(s.tokens.size(), s.num_computed_tokens + pick(1, 8));
+    write_kv(s, end);
+    kv_.cache_full_blocks(s.kv, s.tokens, end);
+    s.num_computed_tokens = end;
+  }
+
+  void write_kv(const SimSeq& s, int32_t end) {
+    const auto f = fingerprints(s.tokens);
+    for (int32_t p = s.num_computed_tokens; p < end; ++p) {
+      const int32_t block = s.kv.block_table[p / kBlockSize];
+      ASSERT_EQ(kv_.pool().ref_count(block), 1) << "write into a shared block";
+      written_[block][p % kBlockSize] = f[p];
+    }
+  }
+
+  void expect_holds(const SimSeq& s, int32_t num_tokens) {
+    const auto f = fingerprints(s.tokens);
+    for (int32_t p = 0; p < num_tokens; ++p) {
+      ASSERT_EQ(written_[s.kv.block_table[p / kBlockSize]][p % kBlockSize], f[p]) << "position " << p;
+    }
+  }
+
+  void finish(int i) {
+    kv_.free(live_[i].kv);
+    EXPECT_TRUE(live_[i].kv.block_table.empty() && live_[i].kv.block_hashes.empty());
+    live_.erase(live_.begin() + i);
+  }
+
+  // Refcounts equal the number of live sequences holding each block; accounting is exact.
+  void check_invariants() {
+    std::vector<int32_t> holders(kBlocks, 0);
+    for (const auto& s : live_) {
+      const std::set<int32_t> unique(s.kv.block_table.begin(), s.kv.block_table.end());
+      ASSERT_EQ(unique.size(), s.kv.block_table.size()) << "block twice in one table";
+      ASSERT_EQ(s.kv.block_table.size(), size_t(kv_.blocks_for(int32_t(s.tokens.size()))));
+      ASSERT_LE(s.kv.block_hashes.size(), size_t(s.num_computed_tokens / kBlockSize));
+      expect_holds(s, s.num_computed_tokens);
+      for (int32_t b : s.kv.block_table) ++holders[b];
+    }
+    int32_t free_blocks = 0;
+    for (int32_t b = 0; b < kBlocks; ++b) {
+      ASSERT_EQ(kv_.pool().ref_count(b), holders[b]) << "block " << b;
+      free_blocks += holders[b] == 0;
+      shared_seen += holders[b] >= 2;
+    }
+    ASSERT_EQ(kv_.num_free_blocks(), free_blocks);
+    ASSERT_EQ(kv_.num_free_blocks() + kv_.pool().num_used_blocks(), kBlocks);
+  }
+
+  KvCacheManager kv_;
+  std::mt19937 rng_{2024};
+  std::vector<std::vector<int32_t>> families_;
+  std::vector<SimSeq> live_;
+  std::vector<std::vector<Fingerprint>> written_;  // [block][offset]: whose KV the block holds
+};
+
+TEST(KvCacheManager, RandomizedSimulationKeepsInvariants) {
+  KvSimulation sim;
+  sim.run(20000);
+  // The run must have exercised hits, sharing and pressure, or the invariants proved little.
+  EXPECT_GT(sim.hits, 100);
+  EXPECT_GT(sim.shared_seen, 100);
+  EXPECT_GT(sim.rejections + sim.preemptions, 10);
+}
+
+}  // namespace
+}  // namespace flashserve

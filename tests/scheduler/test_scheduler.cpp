@@ -1,0 +1,158 @@
+// The batching policy on its own: budgets, chunking, admission, preemption, abort, fairness,
+// priority. Drives Scheduler + KvCacheManager directly with made-up sampled tokens; no model.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "scheduler/scheduler.h"
+#include "tests/util/engine_harness.h"
+
+namespace flashserve {
+namespace {
+
+class SchedulerPolicy : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { tok_ = test::tiny_tokenizer().release(); }
+  static void TearDownTestSuite() { delete tok_; }
+
+  void make(int32_t num_blocks, int32_t max_seqs, int32_t budget, bool priority = false) {
+    kv_ = std::make_unique<KvCacheManager>(num_blocks, 16, true);
+    SchedulerConfig c;
+    c.max_num_seqs = max_seqs;
+    c.max_num_batched_tokens = budget;
+    c.max_model_len = 4096;
+    c.priority_scheduling = priority;
+    sched_ = std::make_unique<Scheduler>(c, *kv_, *tok_);
+  }
+
+  Request* add(const std::string& id, int32_t prompt_len, int32_t max_tokens, int32_t priority = 0) {
+    std::vector<int32_t> prompt(prompt_len);
+    for (int32_t i = 0; i < prompt_len; ++i) prompt[i] = int32_t((std::hash<std::string>{}(id) + i) % 256);
+    auto r = std::make_unique<Request>(id, prompt, test::greedy(max_tokens), *tok_, 0, Clock::now(), priority);
+    Request* raw = r.get();
+    EXPECT_FALSE(sched_->check_fits(prompt_len, max_tokens));
+    sched_->add(std::move(r));
+    return raw;
+  }
+
+  // One step with token 'a' sampled for everyone who samples.
+  SchedulerOutput step() {
+    SchedulerOutput out = sched_->schedule();
+    std::vector<SampledToken> sampled(out.scheduled.size());
+    for (auto& s : sampled) s.token = 'a';
+    EXPECT_LE(out.num_batched_tokens, budget());
+    sched_->update(out, sampled);
+    return out;
+  }
+
+  int32_t budget() const { return sched_->config().max_num_batched_tokens; }
+  int32_t tokens_for(const SchedulerOutput& out, const Request* r) const {
+    for (const auto& s : out.scheduled) {
+      if (s.req == r) return s.num_scheduled_tokens;
+    }
+    return 0;
+  }
+
+  static Tokenizer* tok_;
+  std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<Scheduler> sched_;
+};
+Tokenizer* SchedulerPolicy::tok_ = nullptr;
+
+TEST_F(SchedulerPolicy, LongPromptIsChunkedAndDecodesKeepRunning) {
+  make(256, 8, 32);
+  Request* a = add("a", 10, 50);
+  step();  // a's whole prompt
+  Request* big = add("big", 200, 5);
+  for (int i = 0; i < 7; ++i) {
+    const SchedulerOutput out = step();
+    EXPECT_EQ(tokens_for(out, a), 1) << "decode stalled at step " << i;
+    EXPECT_EQ(tokens_for(out, big), std::min(31, 200 - 31 * i)) << "step " << i;
+    EXPECT_EQ(out.num_batched_tokens, std::min(32, 1 + 200 - 31 * i));
+  }
+  EXPECT_EQ(big->num_computed_tokens, 200);
+  EXPECT_EQ(big->num_output_tokens(), 1);
+}
+
+TEST_F(SchedulerPolicy, MaxNumSeqsBoundsTheBatch) {
+  make(256, 3, 512);
+  for (int i = 0; i < 6; ++i) add("r" + std::to_string(i), 5, 4);
+  for (int i = 0; i < 10; ++i) EXPECT_LE(step().scheduled.size(), 3u);
+}
+
+TEST_F(SchedulerPolicy, RejectsWhatCanNeverFit) {
+  make(8, 4, 64);  // 128 tokens of KV
+  EXPECT_EQ(sched_->check_fits(0, 4)->reason, RejectReason::Invalid);
+  EXPECT_EQ(sched_->check_fits(100, 29)->reason, RejectReason::TooLong);  // 129 tokens > pool
+  EXPECT_FALSE(sched_->check_fits(100, 28));
+  EXPECT_EQ(sched_->check_fits(4000, 100)->reason, RejectReason::TooLong);  // > context window
+  EXPECT_NE(sched_->check_fits(4000, 100)->message.find("context window"), std::string::npos);
+}
+
+TEST_F(SchedulerPolicy, PreemptsLatestArrivalAndResumesIt) {
+  make(6, 8, 256);  // 96 tokens of KV
+  Request* first = add("first", 40, 30);
+  Request* second = add("second", 40, 30);
+  int preempted_steps = 0;
+  while (sched_->has_work()) preempted_steps += step().num_preempted > 0;
+  EXPECT_GT(preempted_steps, 0);
+  EXPECT_EQ(first->num_preemptions, 0);  // the older request is never the victim
+  EXPECT_GT(second->num_preemptions, 0);
+  EXPECT_EQ(kv_->num_free_blocks(), 6);
+}
+
+TEST_F(SchedulerPolicy, AbortFreesBlocksAtOnce) {
+  make(64, 8, 256);
+  add("keep", 20, 10);
+  add("drop", 100, 10);
+  step();
+  const int32_t free_before = kv_->num_free_blocks();
+  Request* dropped = sched_->abort("drop");
+  ASSERT_NE(dropped, nullptr);
+  EXPECT_EQ(*dropped->finish, FinishReason::Abort);
+  EXPECT_EQ(kv_->num_free_blocks(), free_before + 7);  // 101 tokens held 7 blocks
+  EXPECT_EQ(sched_->abort("drop"), nullptr);
+  EXPECT_EQ(sched_->num_running(), 1);
+}
+
+// Sustained overload: requests keep arriving faster than they finish, the pool forces preemption.
+// Every request must finish, first service must follow arrival order (FCFS), and no request may wait
+// longer than the work queued ahead of it.
+TEST_F(SchedulerPolicy, SustainedLoadIsServedInArrivalOrder) {
+  make(20, 6, 64);
+  std::mt19937 rng(9);
+  std::vector<Request*> reqs;
+  std::vector<int> first_step;
+  int step_no = 0;
+  for (; step_no < 5000 && (reqs.size() < 120 || sched_->has_work()); ++step_no) {
+    if (reqs.size() < 120 && step_no % 2 == 0) {
+      reqs.push_back(add("q" + std::to_string(reqs.size()), 1 + int32_t(rng() % 120), 1 + int32_t(rng() % 60)));
+      first_step.push_back(-1);
+    }
+    for (const auto& s : step().scheduled) {
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        if (s.req == reqs[i] && first_step[i] < 0) first_step[i] = step_no;
+      }
+    }
+  }
+  ASSERT_FALSE(sched_->has_work()) << "work left after " << step_no << " steps";
+  for (size_t i = 1; i < reqs.size(); ++i) EXPECT_LE(first_step[i - 1], first_step[i]) << "request " << i << " overtook";
+  EXPECT_EQ(kv_->num_free_blocks(), 20);
+}
+
+TEST_F(SchedulerPolicy, PriorityOrdersTheQueue) {
+  make(64, 1, 512, /*priority=*/true);
+  Request* low = add("low", 5, 2, 5);
+  Request* high = add("high", 5, 2, 0);
+  Request* mid = add("mid", 5, 2, 1);
+  std::vector<Request*> order;
+  while (sched_->has_work()) {
+    for (const auto& s : step().scheduled) {
+      if (order.empty() || order.back() != s.req) order.push_back(s.req);
+    }
+  }
+  EXPECT_EQ(order, (std::vector<Request*>{high, mid, low}));
+}
+
+}  // namespace
+}  // namespace flashserve

@@ -1,0 +1,56 @@
+#include "tests/util/fake_runner.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace flashserve::test {
+
+FakeRunner::FakeRunner(int32_t vocab_size, int32_t num_blocks, int32_t block_size, int32_t context_len)
+    : vocab_(vocab_size),
+      num_blocks_(num_blocks),
+      block_size_(block_size),
+      context_len_(context_len),
+      slots_(size_t(num_blocks) * block_size, -1) {}
+
+ForwardOutput FakeRunner::forward(const ForwardBatch& batch) {
+  ++calls_;
+  max_seqs_ = std::max(max_seqs_, int32_t(batch.seqs.size()));
+  ForwardOutput out;
+  out.vocab_size = vocab_;
+  for (const SequenceInput& s : batch.seqs) {
+    const int32_t n = int32_t(s.token_ids.size());
+    if (int64_t(s.block_table.size()) * block_size_ < s.num_computed_tokens + n) {
+      throw std::invalid_argument("block table too short");
+    }
+    for (int32_t j = 0; j < n; ++j) {
+      const int32_t pos = s.num_computed_tokens + j;
+      slots_[size_t(s.block_table.at(pos / block_size_)) * block_size_ + pos % block_size_] = s.token_ids[j];
+    }
+    tokens_computed_ += n;
+    const int32_t rows = s.logits == LogitRows::All ? n : s.logits == LogitRows::Last ? 1 : 0;
+    out.first_row.push_back(int32_t(out.logits.size() / vocab_));
+    out.num_rows.push_back(rows);
+    for (int32_t r = n - rows; r < n; ++r) {
+      out.logits.resize(out.logits.size() + vocab_);
+      logits_for(s, s.num_computed_tokens + r, out.logits.data() + out.logits.size() - vocab_);
+    }
+  }
+  return out;
+}
+
+// A hash of the context 0..pos (as stored in the cache) picks a favourite byte token; every other
+// token gets a smaller, context-dependent logit so that sampling has a real distribution.
+void FakeRunner::logits_for(const SequenceInput& s, int32_t pos, float* out) const {
+  uint64_t h = 1469598103934665603ull;
+  for (int32_t p = 0; p <= pos; ++p) {
+    const int32_t tok = slots_[size_t(s.block_table[p / block_size_]) * block_size_ + p % block_size_];
+    if (tok < 0) throw std::logic_error("read KV slot of position " + std::to_string(p) + " that was never written");
+    h = (h ^ uint64_t(tok) ^ (uint64_t(p) << 32)) * 1099511628211ull;
+  }
+  for (int32_t v = 0; v < vocab_; ++v) {
+    out[v] = v < 256 ? float((h >> (v % 48)) & 7) * 0.25f : -10.0f;
+  }
+  out[(h >> 8) % 256] = 5.0f;
+}
+
+}  // namespace flashserve::test

@@ -1,0 +1,36 @@
+// A stand-in model for scheduler tests. Its "KV cache" stores each token id in the slot the batch
+// plan gives it, and its logits are a function of the whole context read back through the block
+// table -- so a wrong block table, a bad prefix-cache hit or a lost block changes the output, and
+// reading a slot nobody wrote throws.
+#pragma once
+#include <cstdint>
+#include <vector>
+#include "model/model_runner.h"
+
+namespace flashserve::test {
+
+class FakeRunner : public ModelRunner {
+ public:
+  // Logits favour byte tokens 0..255, so text decodes with the tiny model's vocabulary.
+  FakeRunner(int32_t vocab_size, int32_t num_blocks, int32_t block_size, int32_t context_len);
+
+  int32_t vocab_size() const override { return vocab_; }
+  int32_t context_len() const override { return context_len_; }
+  int32_t num_kv_blocks() const override { return num_blocks_; }
+  int32_t block_size() const override { return block_size_; }
+  ForwardOutput forward(const ForwardBatch& batch) override;
+
+  int64_t num_forward_calls() const { return calls_; }
+  int64_t num_tokens_computed() const { return tokens_computed_; }
+  int32_t max_batch_seqs() const { return max_seqs_; }
+
+ private:
+  void logits_for(const SequenceInput& s, int32_t pos, float* out) const;
+
+  int32_t vocab_, num_blocks_, block_size_, context_len_;
+  std::vector<int32_t> slots_;  // token id per slot, -1 if never written
+  int64_t calls_ = 0, tokens_computed_ = 0;
+  int32_t max_seqs_ = 0;
+};
+
+}  // namespace flashserve::test
