@@ -14,8 +14,10 @@ KvCache::KvCache(const ModelConfig& cfg, int32_t num_blocks, int32_t block_size)
     throw std::invalid_argument("KV cache needs a positive number of blocks and block size");
   }
   const size_t n = floats_per_block(cfg, block_size) * size_t(num_blocks);
-  k_.assign(cfg.num_layers, std::vector<float>(n));
-  v_.assign(cfg.num_layers, std::vector<float>(n));
+  for (int32_t l = 0; l < cfg.num_layers; ++l) {
+    k_.emplace_back(new float[n]);
+    v_.emplace_back(new float[n]);
+  }
 }
 
 size_t KvCache::bytes_per_block(const ModelConfig& cfg, int32_t block_size) {

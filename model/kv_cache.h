@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 #include "kernels/paged_attention.h"
 #include "model/model_config.h"
@@ -19,13 +20,15 @@ class KvCache {
   int32_t num_blocks() const { return num_blocks_; }
   int32_t block_size() const { return layout_.block_size; }
   const kernels::KvLayout& layout() const { return layout_; }
-  float* k(int32_t layer) { return k_[layer].data(); }  // [num_blocks][block_size][kv_heads][head_dim]
-  float* v(int32_t layer) { return v_[layer].data(); }
+  float* k(int32_t layer) { return k_[layer].get(); }  // [num_blocks][block_size][kv_heads][head_dim]
+  float* v(int32_t layer) { return v_[layer].get(); }
 
  private:
   int32_t num_blocks_;
   kernels::KvLayout layout_;
-  std::vector<std::vector<float>> k_, v_;  // [layer]
+  // Left uninitialised: pages are committed only when a block is first written, so a large budget
+  // costs nothing until it is used (attention only reads slots that were written).
+  std::vector<std::unique_ptr<float[]>> k_, v_;  // [layer]
 };
 
 }  // namespace flashserve

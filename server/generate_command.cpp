@@ -1,88 +1,113 @@
 #include "server/generate_command.h"
 
-#include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <numeric>
-#include <random>
 
 #include "model/chat_template.h"
 #include "model/llama_model.h"
+#include "model/model_runner.h"
 
 namespace flashserve {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// Greedy at temperature 0, else a draw from softmax(logits / temperature). (The scheduler's
-// sampler, with top-k/p and penalties, takes over when the engine loop lands.)
-int32_t sample(const float* logits, int32_t vocab, float temperature, std::mt19937_64& rng) {
-  if (temperature <= 0.0f) return int32_t(std::max_element(logits, logits + vocab) - logits);
-  const float mx = *std::max_element(logits, logits + vocab);
-  std::vector<double> p(vocab);
-  for (int32_t i = 0; i < vocab; ++i) p[i] = std::exp((logits[i] - mx) / temperature);
-  return int32_t(std::discrete_distribution<int32_t>(p.begin(), p.end())(rng));
-}
-
-std::string format_prompt(const LlamaModel& m, const GenerateOptions& o) {
-  if (!o.chat) return o.prompt;
+std::vector<int32_t> encode_prompt(const LlamaModel& m, const std::string& prompt, bool chat) {
   const Tokenizer& tok = m.tokenizer();
+  if (!chat) return tok.encode(prompt, true, false);
   const auto tmpl = ChatTemplate::from_source(m.chat_template_source(), tok.token_text(tok.bos_id()),
                                               tok.token_text(tok.eos_id()));
-  return tmpl.apply({{"user", o.prompt}}, /*add_generation_prompt=*/true);
-}
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-int generate(const GenerateOptions& o) {
-  auto model = LlamaModel::load(o.model_path);
-  const ModelConfig& cfg = model->config();
-  const Tokenizer& tok = model->tokenizer();
-  const std::string text = format_prompt(*model, o);
+  const std::string text = tmpl.apply({{"user", prompt}}, /*add_generation_prompt=*/true);
   // Templates of some families (Llama-2/3, Gemma) already render the BOS text; don't add a second.
   const bool has_bos = tok.bos_id() >= 0 && text.starts_with(tok.token_text(tok.bos_id()));
-  const std::vector<int32_t> prompt = tok.encode(text, /*add_special=*/!has_bos, /*parse_special=*/o.chat);
-  if (prompt.empty()) throw std::invalid_argument("the prompt encodes to no tokens");
-  const int32_t total = std::min<int64_t>(cfg.context_len, int64_t(prompt.size()) + o.max_tokens);
-  if (int32_t(prompt.size()) >= total) throw std::invalid_argument("the prompt fills the whole context window");
+  return tok.encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
+}
 
-  KvCache cache(cfg, (total + o.block_size - 1) / o.block_size, o.block_size);
-  SequenceInput seq;
-  seq.block_table.resize(cache.num_blocks());
-  std::iota(seq.block_table.begin(), seq.block_table.end(), 0);
-  seq.token_ids = prompt;
+struct Generation {
+  std::string text;
+  RequestOutput last;
+};
 
-  std::mt19937_64 rng(o.seed);
-  StreamDecoder detok(tok);
-  const auto t0 = Clock::now();
-  ForwardOutput out = model->forward(ForwardBatch{{seq}}, cache);
-  const double prefill_s = seconds_since(t0);
-  int32_t generated = 0;
-  const auto t1 = Clock::now();
-  for (int32_t pos = int32_t(prompt.size()); pos < total; ++pos) {
-    const int32_t next = sample(out.row(0), out.vocab_size, o.temperature, rng);
-    ++generated;
-    if (tok.is_end_of_generation(next)) break;
-    std::fputs(detok.push(next).c_str(), stdout);
-    std::fflush(stdout);
-    if (pos + 1 == total) break;
-    seq.num_computed_tokens = pos;
-    seq.token_ids = {next};
-    out = model->forward(ForwardBatch{{seq}}, cache);
+void report(const std::vector<Generation>& gens, Clock::time_point start) {
+  if (gens.size() == 1) {
+    const RequestOutput& o = gens[0].last;
+    const double prefill = seconds(o.timings.first_token - o.timings.first_scheduled);
+    const double decode = seconds(o.timings.finished - o.timings.first_token);
+    std::fprintf(stderr, "prompt: %d tokens, %.1f tokens/s | generated: %d tokens, %.1f tokens/s\n", o.num_prompt_tokens,
+                 o.num_prompt_tokens / prefill, o.num_output_tokens,
+                 o.num_output_tokens > 1 ? (o.num_output_tokens - 1) / decode : 0.0);
+    return;
   }
-  std::fputs((detok.flush() + "\n").c_str(), stdout);
+  int64_t prompt_tokens = 0, output_tokens = 0;
+  for (const Generation& g : gens) {
+    prompt_tokens += g.last.num_prompt_tokens;
+    output_tokens += g.last.num_output_tokens;
+  }
+  const double total = seconds(Clock::now() - start);
+  std::fprintf(stderr, "%zu requests: %lld prompt + %lld generated tokens in %.2f s | %.1f generated tokens/s\n",
+               gens.size(), (long long)prompt_tokens, (long long)output_tokens, total, output_tokens / total);
+}
+
+int generate(const GenerateOptions& o) {
+  const auto model = LlamaModel::load(o.model_path);
+  LlamaRunner runner(*model, o.engine.num_kv_blocks(model->config()), o.engine.block_size);
+  Engine engine(runner, model->tokenizer(), o.engine.engine_config());
+  const bool stream = o.prompts.size() == 1;
+  std::vector<Generation> gens(o.prompts.size());
+  const auto start = Clock::now();
+  for (size_t i = 0; i < o.prompts.size(); ++i) {
+    GenerateRequest req{"prompt-" + std::to_string(i), encode_prompt(*model, o.prompts[i], o.chat), o.sampling};
+    // Leave room in the context window rather than refuse a long prompt outright.
+    const int32_t room = model->config().context_len - int32_t(req.prompt_ids.size());
+    req.params.max_tokens = std::max(1, std::min(req.params.max_tokens, room));
+    Generation* g = &gens[i];
+    const auto rejected = engine.submit(std::move(req), [g, stream](const RequestOutput& out) {
+      g->text += out.text;
+      g->last = out;
+      if (stream) {
+        std::fputs(out.text.c_str(), stdout);
+        std::fflush(stdout);
+      }
+    });
+    if (rejected) throw std::invalid_argument("prompt " + std::to_string(i) + ": " + rejected->message);
+  }
+  while (engine.step()) {
+  }
+  for (size_t i = 0; i < gens.size() && !stream; ++i) std::printf("=== prompt %zu ===\n%s\n", i, gens[i].text.c_str());
+  if (stream) std::puts("");
   std::fflush(stdout);
-  const double decode_s = seconds_since(t1);
-  std::fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s | generated: %d tokens, %.1f tokens/s\n", prompt.size(),
-               prompt.size() / prefill_s, generated, generated / decode_s);
+  report(gens, start);
   return 0;
 }
 
 }  // namespace
 
+GenerateOptions::GenerateOptions() {
+  sampling.temperature = 0.0f;
+  sampling.max_tokens = 256;
+}
+
+void GenerateOptions::add_to(CLI::App& app) {
+  app.add_option("--model", model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
+  app.add_option("--prompt", prompts, "Prompt text; repeat for several prompts, run batched")->required();
+  app.add_flag("--chat", chat, "Wrap each prompt in the model's chat template");
+  app.add_option("--max-tokens", sampling.max_tokens, "Most tokens to generate per prompt")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--temperature", sampling.temperature, "Sampling temperature; 0 is greedy")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--top-k", sampling.top_k, "Sample from the k likeliest tokens (0: off)")->check(CLI::NonNegativeNumber);
+  app.add_option("--top-p", sampling.top_p, "Nucleus sampling mass")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--min-p", sampling.min_p, "Drop tokens below min-p times the top token's probability")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--seed", sampling.seed, "Sampling seed");
+  app.add_option("--stop", sampling.stop, "Stop string; repeatable");
+  app.add_flag("--ignore-eos", sampling.ignore_eos, "Keep generating past end-of-sequence tokens");
+  engine.add_to(app);
+}
+
 int run_generate(const GenerateOptions& o) {
   try {
+    if (auto error = validate(o.sampling, 1 << 30)) throw std::invalid_argument(*error);
     return generate(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

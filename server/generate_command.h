@@ -1,18 +1,24 @@
-// `flashserve generate`: one prompt in, text streamed to stdout, a speed line on stderr.
+// `flashserve generate`: prompts in, text out, through the same engine the server uses. One prompt
+// streams to stdout as it is produced; several run batched and print in order when all are done.
+// A speed line goes to stderr.
 #pragma once
-#include <cstdint>
 #include <string>
+#include <vector>
+#include <CLI/CLI.hpp>
+#include "scheduler/sampling_params.h"
+#include "server/engine_options.h"
 
 namespace flashserve {
 
 struct GenerateOptions {
   std::string model_path;
-  std::string prompt;
-  bool chat = false;          // wrap the prompt in the model's chat template
-  int32_t max_tokens = 256;
-  float temperature = 0.0f;   // 0: greedy
-  uint64_t seed = 0;
-  int32_t block_size = 16;
+  std::vector<std::string> prompts;
+  bool chat = false;  // wrap each prompt in the model's chat template
+  SamplingParams sampling;
+  EngineOptions engine;
+
+  GenerateOptions();
+  void add_to(CLI::App& app);
 };
 
 // Returns the process exit code; errors are printed to stderr, never thrown.

@@ -1,0 +1,61 @@
+#include "server/engine_options.h"
+
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include "model/model_runner.h"
+
+namespace flashserve {
+namespace {
+
+// MemAvailable from /proc/meminfo: what the kernel says can be allocated without swapping.
+int64_t available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  throw std::runtime_error("cannot read MemAvailable from /proc/meminfo; pass --kv-cache-bytes");
+}
+
+}  // namespace
+
+void EngineOptions::add_to(CLI::App& app) {
+  app.add_option("--kv-cache-bytes", kv_cache_bytes, "KV cache size in bytes (default: --kv-cache-fraction of free memory)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--kv-cache-fraction", kv_cache_fraction, "Fraction of available memory for the KV cache")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--block-size", block_size, "KV cache block size in tokens")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("--max-num-seqs", max_num_seqs, "Most requests running at once")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--max-num-batched-tokens", max_num_batched_tokens, "Most tokens per engine step (longer prompts are chunked)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--max-waiting", max_waiting, "Queued requests beyond this are refused as overload")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_flag("--no-prefix-caching", no_prefix_caching, "Turn off automatic prefix caching");
+  app.add_flag("--priority-scheduling", priority_scheduling, "Serve by request priority, then arrival (default: arrival)");
+}
+
+EngineConfig EngineOptions::engine_config() const {
+  EngineConfig c;
+  c.scheduler.max_num_seqs = max_num_seqs;
+  c.scheduler.max_num_batched_tokens = max_num_batched_tokens;
+  c.scheduler.priority_scheduling = priority_scheduling;
+  c.max_waiting = max_waiting;
+  c.enable_prefix_caching = !no_prefix_caching;
+  return c;
+}
+
+int32_t EngineOptions::num_kv_blocks(const ModelConfig& cfg) const {
+  const int64_t budget = kv_cache_bytes > 0 ? kv_cache_bytes : int64_t(kv_cache_fraction * double(available_memory_bytes()));
+  const int32_t blocks = kv_blocks_for_budget(cfg, block_size, budget);
+  if (blocks < 1) throw std::invalid_argument("the KV cache budget of " + std::to_string(budget) + " bytes holds no block");
+  return blocks;
+}
+
+}  // namespace flashserve
