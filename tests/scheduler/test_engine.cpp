@@ -3,6 +3,7 @@
 // the fake runner (exercises block tables exactly) and with a tiny real Llama model.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "model/llama_model.h"
@@ -115,6 +116,82 @@ TEST_F(EngineInvariance, TinyLlamaBatchedChunkedPreemptedCached) {
   EXPECT_EQ(cached.results[1].tokens, alone(roomy, {long_prompt})[0]);
   EXPECT_EQ(cached.results[0].num_cached_tokens, 0);
   EXPECT_EQ(cached.results[1].num_cached_tokens, 48);  // three full blocks; the last token is recomputed
+}
+
+TEST_F(EngineInvariance, SeededSamplingIgnoresWhatElseRuns) {
+  test::FakeRunner runner(test::kTinyVocab, 1024, 16, 4096);
+  Job sampled{{'s', 'e', 'e', 'd'}, test::greedy(40)};
+  sampled.params.temperature = 1.5f;
+  sampled.params.top_p = 0.9f;
+  sampled.params.seed = 42;
+  const auto alone_run = test::run_jobs(runner, *tok_, config(1, 4096), {sampled}).results[0].tokens;
+  auto crowd = mixed_jobs(16, 5, 50, 30);
+  for (auto& j : crowd) j.params.temperature = 1.0f;  // others sample too, from their own RNGs
+  crowd.insert(crowd.begin() + 7, sampled);
+  const auto batched = test::run_jobs(runner, *tok_, config(64, 16), crowd);
+  EXPECT_EQ(batched.results[7].tokens, alone_run);
+  Job other_seed = sampled;
+  other_seed.params.seed = 43;
+  EXPECT_NE(test::run_jobs(runner, *tok_, config(1, 4096), {other_seed}).results[0].tokens, alone_run);
+}
+
+TEST_F(EngineInvariance, StopStringsAndStopTokensEndGeneration) {
+  test::FakeRunner runner(test::kTinyVocab, 1024, 16, 4096);
+  Job job{{'a', 'b', 'c'}, test::greedy(40)};
+  const test::JobResult full = test::run_jobs(runner, *tok_, config(4, 512), {job}).results[0];
+  ASSERT_EQ(full.tokens.size(), 40u);
+  EXPECT_EQ(*full.finish, FinishReason::Length);
+
+  // A stop string from the middle of the text: generation ends before it, and it is never emitted.
+  const std::string stop = full.text.substr(10, 3);
+  Job with_stop = job;
+  with_stop.params.stop = {stop};
+  const test::JobResult stopped = test::run_jobs(runner, *tok_, config(4, 512), {with_stop}).results[0];
+  EXPECT_EQ(*stopped.finish, FinishReason::Stop);
+  EXPECT_EQ(stopped.text, full.text.substr(0, full.text.find(stop)));
+
+  Job with_stop_token = job;
+  with_stop_token.params.stop_token_ids = {full.tokens[5]};
+  const test::JobResult by_token = test::run_jobs(runner, *tok_, config(4, 512), {with_stop_token}).results[0];
+  EXPECT_EQ(*by_token.finish, FinishReason::Stop);
+  const size_t first = std::find(full.tokens.begin(), full.tokens.end(), full.tokens[5]) - full.tokens.begin();
+  EXPECT_EQ(by_token.tokens, std::vector<int32_t>(full.tokens.begin(), full.tokens.begin() + first + 1));
+}
+
+TEST_F(EngineInvariance, EndOfSequenceStopsUnlessIgnored) {
+  test::FakeRunner runner(test::kTinyVocab, 1024, 16, 4096);
+  Job job{{'x'}, test::greedy(10)};
+  job.params.ignore_eos = false;
+  job.params.logit_bias = {{tok_->eos_id(), 100.0f}};  // force EOS first
+  const test::JobResult eos = test::run_jobs(runner, *tok_, config(4, 512), {job}).results[0];
+  EXPECT_EQ(*eos.finish, FinishReason::Stop);
+  EXPECT_EQ(eos.tokens, std::vector<int32_t>{tok_->eos_id()});
+  EXPECT_EQ(eos.text, "");
+  job.params.ignore_eos = true;
+  const test::JobResult ignored = test::run_jobs(runner, *tok_, config(4, 512), {job}).results[0];
+  EXPECT_EQ(*ignored.finish, FinishReason::Length);
+  EXPECT_EQ(ignored.tokens.size(), 10u);
+}
+
+TEST_F(EngineInvariance, LogprobsReachTheEvents) {
+  test::FakeRunner runner(test::kTinyVocab, 64, 16, 4096);
+  Engine engine(runner, *tok_, config(4, 512));
+  SamplingParams p = test::greedy(3);
+  p.logprobs = 2;
+  std::vector<SampledToken> seen;
+  ASSERT_FALSE(engine.submit({"lp", {'q'}, p}, [&](const RequestOutput& o) {
+    seen.insert(seen.end(), o.tokens.begin(), o.tokens.end());
+  }));
+  while (engine.step()) {
+  }
+  ASSERT_EQ(seen.size(), 3u);
+  for (const SampledToken& t : seen) {
+    ASSERT_EQ(t.top_logprobs.size(), 2u);
+    EXPECT_EQ(t.top_logprobs[0].first, t.token);  // greedy picks the likeliest
+    EXPECT_FLOAT_EQ(t.top_logprobs[0].second, t.logprob);
+    EXPECT_LT(t.logprob, 0.0f);
+    EXPECT_GE(t.top_logprobs[0].second, t.top_logprobs[1].second);
+  }
 }
 
 }  // namespace
