@@ -5,9 +5,10 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 packages=(
-  build-essential cmake pkg-config ninja-build python3 python3-pip unzip
+  build-essential cmake pkg-config ninja-build python3 python3-pip python3-venv unzip
   libpcre2-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
-  libgtest-dev libbenchmark-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libcpp-httplib-dev prometheus-cpp-dev
+  libgtest-dev libbenchmark-dev prometheus
 )
 
 missing=()
@@ -23,3 +24,10 @@ if ((${#missing[@]})); then
 fi
 
 "$here/fetch_model.sh"
+
+# The official OpenAI Python client, for the API compatibility test (pinned, in a venv of our own).
+venv="$(cd "$here/.." && pwd)/.cache/venv"
+if ! "$venv/bin/python" -c "import openai" 2>/dev/null; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet "openai==3.54.0"
+fi

@@ -2,19 +2,25 @@
 
 #include "kernels/threads.h"
 #include "server/generate_command.h"
+#include "server/serve_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"flashserve: an LLM inference server"};
   app.require_subcommand(1);
+  app.fallthrough();  // global options may follow the subcommand
   int threads = 0;
   app.add_option("--threads", threads, "CPU threads for the kernels (default: all cores)");
 
+  flashserve::ServeOptions serve;
+  CLI::App* serve_cmd = app.add_subcommand("serve", "Serve a model over the OpenAI-compatible HTTP API and gRPC");
+  serve.add_to(*serve_cmd);
   flashserve::GenerateOptions gen;
-  CLI::App* generate = app.add_subcommand("generate", "Generate text for prompts, through the engine");
-  gen.add_to(*generate);
+  CLI::App* generate_cmd = app.add_subcommand("generate", "Generate text for prompts, through the engine");
+  gen.add_to(*generate_cmd);
 
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) flashserve::kernels::set_num_threads(threads);
-  if (generate->parsed()) return flashserve::run_generate(gen);
+  if (serve_cmd->parsed()) return flashserve::run_serve(serve);
+  if (generate_cmd->parsed()) return flashserve::run_generate(gen);
   return 0;
 }

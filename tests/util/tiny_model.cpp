@@ -56,6 +56,9 @@ void add_vocab(GgufWriter& w) {
   w.add_string_array("tokenizer.ggml.merges", {"h e", "l l"});
   w.add_uint32("tokenizer.ggml.bos_token_id", 258);
   w.add_uint32("tokenizer.ggml.eos_token_id", 260);
+  w.add_string("tokenizer.chat_template",
+               "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+               "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}");
 }
 
 class WeightMaker {

@@ -21,7 +21,8 @@ struct TinyModelSpec {
   std::string omit_tensor;  // leave this tensor out (to test load errors)
 };
 
-// A byte-level gpt2 vocabulary: 256 byte tokens, two merges, three control tokens.
+// A byte-level gpt2 vocabulary: 256 byte tokens, two merges, three control tokens
+// (<|endoftext|> = EOS, <|im_start|>, <|im_end|>), and a ChatML chat template.
 constexpr int32_t kTinyVocab = 256 + 2 + 3;
 
 // Writes the model to `path` (overwriting). Weights are random with a fixed seed.

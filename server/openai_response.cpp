@@ -1,0 +1,214 @@
+#include "server/openai_response.h"
+
+#include <ctime>
+#include <random>
+
+namespace flashserve {
+namespace {
+
+constexpr char kHex[] = "0123456789abcdef";
+
+std::string random_id(const char* prefix) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string id = prefix;
+  for (int i = 0; i < 24; ++i) id += kHex[rng() & 15];
+  return id;
+}
+
+// Strict enough for display: lead bytes, continuation counts, no surrogates or values past U+10FFFF.
+bool valid_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    const int len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    uint32_t cp = len == 1 ? b : b & (0x7F >> len);
+    for (int k = 1; k < len; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      if ((c >> 6) != 0x2) return false;
+      cp = (cp << 6) | (c & 0x3F);
+    }
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
+json finish_reason_json(const std::optional<FinishReason>& r) {
+  return r ? json(std::string(to_string(*r))) : json(nullptr);
+}
+
+}  // namespace
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string sse_event(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+ResponseBuilder::ResponseBuilder(const GenerationRequest& request, const Tokenizer& tok, std::string model)
+    : request_(request),
+      tok_(tok),
+      model_(std::move(model)),
+      id_(random_id(request.endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-")),
+      created_(int64_t(std::time(nullptr))),
+      choices_(size_t(request.num_choices())) {}
+
+json ResponseBuilder::envelope(const char* object) const {
+  return {{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}};
+}
+
+// Prompt tokens count once per prompt (not per choice), completion tokens once per choice.
+json ResponseBuilder::usage() const {
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  for (const auto& p : request_.prompts) prompt_tokens += int64_t(p.size());
+  for (const Choice& c : choices_) completion_tokens += c.num_output_tokens;
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+json ResponseBuilder::completion_chunk(int32_t index, const std::string& text, json logprobs,
+                                       json finish_reason) const {
+  json j = envelope("text_completion");
+  j["choices"] = json::array(
+      {{{"index", index}, {"text", text}, {"logprobs", std::move(logprobs)}, {"finish_reason", std::move(finish_reason)}}});
+  if (request_.include_usage) j["usage"] = nullptr;  // as OpenAI: present, null until the last chunk
+  return j;
+}
+
+json ResponseBuilder::chat_chunk(int32_t index, json delta, json logprobs, json finish_reason) const {
+  json j = envelope("chat.completion.chunk");
+  j["choices"] = json::array({{{"index", index},
+                               {"delta", std::move(delta)},
+                               {"logprobs", std::move(logprobs)},
+                               {"finish_reason", std::move(finish_reason)}}});
+  if (request_.include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+// Completions: {tokens, token_logprobs, top_logprobs: [{text: logprob}], text_offset}, the sampled
+// token always among its top_logprobs. Chat: {content: [{token, logprob, bytes, top_logprobs}]}.
+// A token that is only part of a UTF-8 character is spelled "bytes:\xNN..." as OpenAI does.
+json ResponseBuilder::logprobs_json(const std::vector<SampledToken>& tokens, size_t& text_offset) const {
+  auto spelling = [&](int32_t id) {
+    const std::string bytes = tok_.token_bytes(id);
+    if (valid_utf8(bytes)) return bytes;
+    std::string s = "bytes:";
+    for (unsigned char b : bytes) s += {'\\', 'x', kHex[b >> 4], kHex[b & 15]};
+    return s;
+  };
+  auto raw_bytes = [&](int32_t id) {
+    const std::string bytes = tok_.token_bytes(id);
+    json list = json::array();
+    for (unsigned char b : bytes) list.push_back(int(b));
+    return list;
+  };
+  if (request_.endpoint == Endpoint::Chat) {
+    json content = json::array();
+    for (const SampledToken& t : tokens) {
+      json top = json::array();
+      for (const auto& [id, lp] : t.top_logprobs) top.push_back({{"token", spelling(id)}, {"logprob", lp}, {"bytes", raw_bytes(id)}});
+      content.push_back({{"token", spelling(t.token)}, {"logprob", t.logprob}, {"bytes", raw_bytes(t.token)},
+                         {"top_logprobs", std::move(top)}});
+    }
+    return {{"content", std::move(content)}};
+  }
+  json out = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+              {"text_offset", json::array()}};
+  for (const SampledToken& t : tokens) {
+    json top = json::object();
+    for (const auto& [id, lp] : t.top_logprobs) top[spelling(id)] = lp;
+    top[spelling(t.token)] = t.logprob;
+    out["tokens"].push_back(spelling(t.token));
+    out["token_logprobs"].push_back(t.logprob);
+    out["top_logprobs"].push_back(std::move(top));
+    out["text_offset"].push_back(text_offset);
+    text_offset += tok_.token_bytes(t.token, /*render_special=*/false).size();
+  }
+  return out;
+}
+
+std::string ResponseBuilder::start() const {
+  if (!request_.stream || request_.endpoint != Endpoint::Chat) return "";
+  std::string out;
+  for (int32_t i = 0; i < request_.num_choices(); ++i) {
+    out += sse_event(chat_chunk(i, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr));
+  }
+  return out;
+}
+
+std::string ResponseBuilder::add(const std::vector<ChoiceEvent>& events) {
+  std::string out;
+  for (const ChoiceEvent& e : events) {
+    Choice& c = choices_[size_t(e.choice)];
+    const RequestOutput& o = e.output;
+    c.num_output_tokens = o.num_output_tokens;
+    c.finish = o.finish;
+    if (o.finish == FinishReason::Abort) {
+      // We cancel only for clients that are gone; an abort that reaches a client is the server's.
+      error_ = o.error.empty() ? "the request was aborted by the server" : o.error;
+      if (request_.stream) out += sse_event(error_body(ApiError(500, error_, "server_error")));
+      return out;
+    }
+    if (request_.stream) {
+      out += stream_chunks(e);
+    } else {
+      c.text += o.text;
+      if (request_.logprobs) c.tokens.insert(c.tokens.end(), o.tokens.begin(), o.tokens.end());
+    }
+  }
+  return out;
+}
+
+// Completions put the finish reason on the last text chunk; chat sends it in a chunk of its own
+// with an empty delta.
+std::string ResponseBuilder::stream_chunks(const ChoiceEvent& e) {
+  const RequestOutput& o = e.output;
+  const bool with_logprobs = request_.logprobs && !o.tokens.empty();
+  json logprobs = with_logprobs ? logprobs_json(o.tokens, choices_[size_t(e.choice)].text_offset) : json(nullptr);
+  if (request_.endpoint == Endpoint::Completions) {
+    if (o.text.empty() && !with_logprobs && !o.finish) return "";
+    return sse_event(completion_chunk(e.choice, o.text, std::move(logprobs), finish_reason_json(o.finish)));
+  }
+  std::string out;
+  if (!o.text.empty() || with_logprobs) {
+    out += sse_event(chat_chunk(e.choice, {{"content", o.text}}, std::move(logprobs), nullptr));
+  }
+  if (o.finish) out += sse_event(chat_chunk(e.choice, json::object(), nullptr, finish_reason_json(o.finish)));
+  return out;
+}
+
+std::string ResponseBuilder::finish() const {
+  if (!request_.stream) return final_body();
+  std::string out;
+  if (request_.include_usage && !failed()) {
+    json j = envelope(request_.endpoint == Endpoint::Chat ? "chat.completion.chunk" : "text_completion");
+    j["choices"] = json::array();
+    j["usage"] = usage();
+    out += sse_event(j);
+  }
+  return out + "data: [DONE]\n\n";
+}
+
+std::string ResponseBuilder::final_body() const {
+  if (failed()) return dump(error_body(ApiError(500, error_, "server_error")));
+  const bool chat = request_.endpoint == Endpoint::Chat;
+  json choices = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    size_t offset = 0;
+    json logprobs = request_.logprobs ? logprobs_json(c.tokens, offset) : json(nullptr);
+    json choice = {{"index", i}, {"logprobs", std::move(logprobs)}, {"finish_reason", finish_reason_json(c.finish)}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["text"] = c.text;
+    }
+    choices.push_back(std::move(choice));
+  }
+  json body = envelope(chat ? "chat.completion" : "text_completion");
+  body["choices"] = std::move(choices);
+  body["usage"] = usage();
+  return dump(body);
+}
+
+}  // namespace flashserve

@@ -1,0 +1,29 @@
+// `flashserve serve`: the product. Loads a model, serves the OpenAI-compatible HTTP API and the
+// gRPC API from one engine, exports metrics, and shuts down gracefully on SIGTERM/SIGINT.
+#pragma once
+#include <string>
+#include <CLI/CLI.hpp>
+#include "server/engine_options.h"
+
+namespace flashserve {
+
+struct ServeOptions {
+  std::string model_path;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  int grpc_port = 50051;
+  std::string api_key;            // or $FLASHSERVE_API_KEY; empty: no authentication
+  std::string served_model_name;  // default: the model file's name without .gguf
+  std::string log_level = "info";
+  int grace_period_s = 30;        // how long in-flight requests may finish after SIGTERM
+  size_t max_body_bytes = 16 << 20;
+  int http_threads = 64;
+  EngineOptions engine;
+
+  void add_to(CLI::App& app);
+};
+
+// Runs until SIGTERM or SIGINT; returns the exit code (0 after a graceful shutdown).
+int run_serve(const ServeOptions& opts);
+
+}  // namespace flashserve

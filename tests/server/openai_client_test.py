@@ -1,0 +1,138 @@
+"""The official OpenAI Python client against a running flashserve.
+
+Usage: openai_client_test.py BASE_URL MODEL [API_KEY]
+  e.g. openai_client_test.py http://127.0.0.1:8000/v1 SmolLM2-135M-Instruct.Q4_1
+
+Completions and chat, streamed and not, with stream_options.include_usage; checks the shapes the
+client parses and that the model said something. Prints a short transcript; exits non-zero on the
+first failure.
+"""
+
+import sys
+
+import openai
+from openai import OpenAI
+
+PROMPT = "The capital of France is"
+MESSAGES = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "What is the capital of France?"},
+]
+MAX_TOKENS = 16
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def check_usage(usage, max_tokens=MAX_TOKENS):
+    check(usage is not None, "usage is missing")
+    check(usage.prompt_tokens > 0, f"prompt_tokens {usage.prompt_tokens}")
+    check(0 < usage.completion_tokens <= max_tokens, f"completion_tokens {usage.completion_tokens}")
+    check(usage.total_tokens == usage.prompt_tokens + usage.completion_tokens, "total_tokens is not the sum")
+
+
+def completion(client, model):
+    r = client.completions.create(model=model, prompt=PROMPT, max_tokens=MAX_TOKENS, temperature=0)
+    check(r.object == "text_completion", f"object {r.object}")
+    check(r.id.startswith("cmpl-"), f"id {r.id}")
+    check(r.model == model, f"model {r.model}")
+    check(len(r.choices) == 1 and r.choices[0].index == 0, "one choice at index 0")
+    check(r.choices[0].text.strip() != "", "empty text")
+    check(r.choices[0].finish_reason in ("stop", "length"), f"finish_reason {r.choices[0].finish_reason}")
+    check_usage(r.usage)
+    return r.choices[0].text
+
+
+def completion_stream(client, model, expected):
+    stream = client.completions.create(model=model, prompt=PROMPT, max_tokens=MAX_TOKENS, temperature=0,
+                                       stream=True, stream_options={"include_usage": True})
+    text, reasons, usage = "", [], None
+    for chunk in stream:
+        check(chunk.object == "text_completion", f"chunk object {chunk.object}")
+        if not chunk.choices:
+            usage = chunk.usage
+            continue
+        text += chunk.choices[0].text
+        if chunk.choices[0].finish_reason:
+            reasons.append(chunk.choices[0].finish_reason)
+    check(text == expected, f"streamed text {text!r} != {expected!r}")
+    check(len(reasons) == 1, f"finish reasons {reasons}")
+    check_usage(usage)
+    return text
+
+
+def chat(client, model):
+    r = client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=MAX_TOKENS, temperature=0)
+    check(r.object == "chat.completion", f"object {r.object}")
+    check(r.id.startswith("chatcmpl-"), f"id {r.id}")
+    check(len(r.choices) == 1, "one choice")
+    msg = r.choices[0].message
+    check(msg.role == "assistant", f"role {msg.role}")
+    check(msg.content and msg.content.strip() != "", "empty content")
+    check(r.choices[0].finish_reason in ("stop", "length"), f"finish_reason {r.choices[0].finish_reason}")
+    check_usage(r.usage)
+    return msg.content
+
+
+def chat_stream(client, model, expected):
+    stream = client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=MAX_TOKENS, temperature=0,
+                                            stream=True, stream_options={"include_usage": True})
+    chunks = list(stream)
+    check(len(chunks) >= 3, f"only {len(chunks)} chunks")
+    check(all(c.object == "chat.completion.chunk" for c in chunks), "chunk objects")
+    check(chunks[0].choices[0].delta.role == "assistant", "the first delta carries the role")
+    usage_chunk = chunks[-1]
+    check(usage_chunk.choices == [], "the usage chunk has no choices")
+    check_usage(usage_chunk.usage)
+    finish = chunks[-2].choices[0]
+    check(finish.finish_reason in ("stop", "length"), f"finish_reason {finish.finish_reason}")
+    text = "".join(c.choices[0].delta.content or "" for c in chunks[:-1])
+    check(text == expected, f"streamed content {text!r} != {expected!r}")
+    return text
+
+
+def models_and_errors(client, model):
+    listed = [m.id for m in client.models.list()]
+    check(listed == [model], f"models {listed}")
+    try:
+        client.chat.completions.create(model="no-such-model", messages=MESSAGES, max_tokens=2)
+        raise AssertionError("an unknown model was accepted")
+    except openai.NotFoundError as e:
+        check(e.code == "model_not_found", f"code {e.code}")
+    try:
+        client.completions.create(model=model, prompt=PROMPT, max_tokens=2, temperature=-1)
+        raise AssertionError("temperature -1 was accepted")
+    except openai.BadRequestError:
+        pass
+    return f"models {listed}; unknown model -> 404, bad temperature -> 400"
+
+
+def main():
+    if len(sys.argv) not in (3, 4):
+        print(__doc__)
+        return 2
+    base_url, model = sys.argv[1], sys.argv[2]
+    api_key = sys.argv[3] if len(sys.argv) == 4 else "unused"
+    client = OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=120)
+    steps = [
+        ("completion", lambda: completion(client, model)),
+        ("completion stream", lambda: completion_stream(client, model, results["completion"])),
+        ("chat", lambda: chat(client, model)),
+        ("chat stream", lambda: chat_stream(client, model, results["chat"])),
+        ("models and errors", lambda: models_and_errors(client, model)),
+    ]
+    results = {}
+    for name, step in steps:
+        try:
+            results[name] = step()
+        except Exception as e:  # report which step failed and why, then stop
+            print(f"FAIL {name}: {type(e).__name__}: {e}")
+            return 1
+        print(f"ok   {name}: {results[name]!r}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

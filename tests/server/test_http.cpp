@@ -1,0 +1,373 @@
+// The OpenAI-compatible HTTP API in-process, on the tiny random model: every endpoint, completions
+// and chat, streamed and not, their response shapes and how the fields reach the engine.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "tests/server/http_harness.h"
+
+namespace flashserve::test {
+namespace {
+
+class HttpApi : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { h_ = new HttpHarness(tiny_model()); }
+  static void TearDownTestSuite() {
+    delete h_;
+    h_ = nullptr;
+  }
+  // Greedy and long enough to say something: ignore_eos keeps the random model from stopping early.
+  static json greedy(json body, int max_tokens = 12) {
+    body["temperature"] = 0;
+    body["max_tokens"] = max_tokens;
+    body["ignore_eos"] = true;
+    return body;
+  }
+  static std::vector<int32_t> tokenize(const std::string& text) {
+    return post(*h_, "/tokenize", json{{"prompt", text}}).body["tokens"].get<std::vector<int32_t>>();
+  }
+  static HttpHarness* h_;
+};
+HttpHarness* HttpApi::h_ = nullptr;
+
+TEST_F(HttpApi, HealthReadyModelsMetrics) {
+  EXPECT_EQ(get(*h_, "/health").status, 200);
+  const Reply ready = get(*h_, "/ready");
+  EXPECT_EQ(ready.status, 200);
+  EXPECT_EQ(ready.body["status"], "ready");
+
+  const Reply models = get(*h_, "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  EXPECT_EQ(models.body["object"], "list");
+  ASSERT_EQ(models.body["data"].size(), 1u);
+  const json& m = models.body["data"][0];
+  EXPECT_EQ(m["id"], "test-model");
+  EXPECT_EQ(m["object"], "model");
+  EXPECT_EQ(m["owned_by"], "flashserve");
+  EXPECT_EQ(m["max_model_len"], tiny_model().config().context_len);
+  EXPECT_GT(m["created"].get<int64_t>(), 1600000000);
+
+  const Reply metrics = get(*h_, "/metrics");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_EQ(metrics.text, "# flashserve test metrics\n");
+  EXPECT_EQ(metrics.content_type, "text/plain; version=0.0.4; charset=utf-8");
+}
+
+TEST_F(HttpApi, CompletionShape) {
+  const Reply r = post(*h_, "/v1/completions", greedy({{"model", "test-model"}, {"prompt", "hello"}}, 8));
+  ASSERT_EQ(r.status, 200) << r.text;
+  EXPECT_EQ(r.content_type, "application/json");
+  const json& b = r.body;
+  EXPECT_TRUE(b["id"].get<std::string>().starts_with("cmpl-"));
+  EXPECT_EQ(b["object"], "text_completion");
+  EXPECT_EQ(b["model"], "test-model");
+  EXPECT_GT(b["created"].get<int64_t>(), 1600000000);
+  ASSERT_EQ(b["choices"].size(), 1u);
+  EXPECT_EQ(b["choices"][0]["index"], 0);
+  EXPECT_TRUE(b["choices"][0]["text"].is_string());
+  EXPECT_TRUE(b["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(b["choices"][0]["finish_reason"], "length");
+  const size_t prompt_len = tokenize("hello").size();
+  EXPECT_EQ(b["usage"]["prompt_tokens"], prompt_len);
+  EXPECT_EQ(b["usage"]["completion_tokens"], 8);
+  EXPECT_EQ(b["usage"]["total_tokens"], prompt_len + 8);
+}
+
+TEST_F(HttpApi, ModelMayBeOmittedAndUnknownFieldsAreIgnored) {
+  const Reply r = post(*h_, "/v1/completions", greedy({{"prompt", "hi"}, {"user", "u1"}, {"frobnicate", {1, 2}}}, 2));
+  ASSERT_EQ(r.status, 200) << r.text;
+  EXPECT_EQ(r.body["model"], "test-model");
+}
+
+TEST_F(HttpApi, DefaultMaxTokensIsTheRestOfTheContext) {
+  const Reply r = post(*h_, "/v1/completions", json{{"prompt", "hi"}, {"temperature", 0}, {"ignore_eos", true}});
+  ASSERT_EQ(r.status, 200) << r.text;
+  EXPECT_EQ(r.body["usage"]["total_tokens"], tiny_model().config().context_len);
+  EXPECT_EQ(r.body["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(HttpApi, PromptFormsAgree) {
+  const std::vector<int32_t> ids = tokenize("the cat");
+  const std::string as_text = post(*h_, "/v1/completions", greedy({{"prompt", "the cat"}})).body["choices"][0]["text"];
+  const Reply as_ids = post(*h_, "/v1/completions", greedy({{"prompt", ids}}));
+  ASSERT_EQ(as_ids.status, 200) << as_ids.text;
+  EXPECT_EQ(as_ids.body["choices"][0]["text"], as_text);
+
+  // Several prompts: one choice each, in order; prompt tokens counted once per prompt.
+  const std::vector<int32_t> other = tokenize("a dog");
+  for (const json& prompts : {json{"the cat", "a dog"}, json{ids, other}}) {
+    const Reply r = post(*h_, "/v1/completions", greedy({{"prompt", prompts}}));
+    ASSERT_EQ(r.status, 200) << r.text;
+    ASSERT_EQ(r.body["choices"].size(), 2u);
+    EXPECT_EQ(r.body["choices"][0]["index"], 0);
+    EXPECT_EQ(r.body["choices"][0]["text"], as_text);
+    EXPECT_EQ(r.body["choices"][1]["index"], 1);
+    EXPECT_EQ(r.body["usage"]["prompt_tokens"], ids.size() + other.size());
+    EXPECT_EQ(r.body["usage"]["completion_tokens"], 24);
+  }
+}
+
+TEST_F(HttpApi, NChoicesWithSeeds) {
+  json body = {{"prompt", "once upon"}, {"n", 2}, {"seed", 7}, {"max_tokens", 10}, {"ignore_eos", true}};
+  const Reply r = post(*h_, "/v1/completions", body);
+  ASSERT_EQ(r.status, 200) << r.text;
+  ASSERT_EQ(r.body["choices"].size(), 2u);
+  EXPECT_EQ(r.body["choices"][0]["index"], 0);
+  EXPECT_EQ(r.body["choices"][1]["index"], 1);
+  EXPECT_EQ(r.body["usage"]["completion_tokens"], 20);
+  // Choice i is seeded with seed + i: the same as asking for n=1 with that seed.
+  body["n"] = 1;
+  body["seed"] = 8;
+  EXPECT_EQ(post(*h_, "/v1/completions", body).body["choices"][0]["text"], r.body["choices"][1]["text"]);
+
+  // Two prompts, two choices each: index = prompt * n + i.
+  body["prompt"] = {"once upon", "a time"};
+  body["n"] = 2;
+  const Reply four = post(*h_, "/v1/completions", body);
+  ASSERT_EQ(four.status, 200) << four.text;
+  ASSERT_EQ(four.body["choices"].size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(four.body["choices"][i]["index"], i);
+}
+
+TEST_F(HttpApi, CompletionStream) {
+  const json body = greedy({{"prompt", "stream me"}}, 10);
+  const std::string expected = post(*h_, "/v1/completions", body).body["choices"][0]["text"];
+  json streamed = body;
+  streamed["stream"] = true;
+  streamed["stream_options"] = {{"include_usage", true}};
+  auto c = h_->client();
+  auto res = c.Post("/v1/completions", streamed.dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
+  const std::vector<json> events = sse_events(res->body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  const json& usage_chunk = events[events.size() - 2];
+  EXPECT_TRUE(usage_chunk["choices"].is_array() && usage_chunk["choices"].empty());
+  EXPECT_EQ(usage_chunk["usage"]["completion_tokens"], 10);
+  std::string text;
+  const std::string id = events[0]["id"];
+  for (size_t i = 0; i + 2 < events.size(); ++i) {
+    const json& e = events[i];
+    EXPECT_EQ(e["object"], "text_completion");
+    EXPECT_EQ(e["id"], id);
+    EXPECT_TRUE(e.contains("usage") && e["usage"].is_null());
+    text += e["choices"][0]["text"].get<std::string>();
+    const bool last = i + 3 == events.size();
+    EXPECT_EQ(e["choices"][0]["finish_reason"], last ? json("length") : json(nullptr));
+  }
+  EXPECT_EQ(text, expected);
+}
+
+TEST_F(HttpApi, StreamWithoutUsageHasNoUsageChunk) {
+  json body = greedy({{"prompt", "x"}}, 4);
+  body["stream"] = true;
+  const std::vector<json> events = sse_events(post(*h_, "/v1/completions", body).text);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    EXPECT_FALSE(events[i].contains("usage"));
+    EXPECT_EQ(events[i]["choices"].size(), 1u);
+  }
+}
+
+TEST_F(HttpApi, ChatShape) {
+  const json body = greedy({{"messages", {{{"role", "system"}, {"content", "be brief"}}, {{"role", "user"}, {"content", "hi"}}}}}, 6);
+  const Reply r = post(*h_, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.text;
+  const json& b = r.body;
+  EXPECT_TRUE(b["id"].get<std::string>().starts_with("chatcmpl-"));
+  EXPECT_EQ(b["object"], "chat.completion");
+  EXPECT_EQ(b["model"], "test-model");
+  ASSERT_EQ(b["choices"].size(), 1u);
+  EXPECT_EQ(b["choices"][0]["message"]["role"], "assistant");
+  EXPECT_TRUE(b["choices"][0]["message"]["content"].is_string());
+  EXPECT_EQ(b["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(b["usage"]["completion_tokens"], 6);
+  const Reply tokens = post(*h_, "/tokenize", json{{"messages", body["messages"]}});
+  EXPECT_EQ(b["usage"]["prompt_tokens"], tokens.body["count"]);
+
+  // Text parts are concatenated: the same prompt, the same answer.
+  json parts = body;
+  parts["messages"][1]["content"] = {{{"type", "text"}, {"text", "h"}}, {{"type", "text"}, {"text", "i"}}};
+  EXPECT_EQ(post(*h_, "/v1/chat/completions", parts).body["choices"][0]["message"]["content"],
+            b["choices"][0]["message"]["content"]);
+}
+
+TEST_F(HttpApi, ChatStream) {
+  const json body = greedy({{"messages", {{{"role", "user"}, {"content", "tell me"}}}}, {"n", 2}}, 8);
+  const Reply whole = post(*h_, "/v1/chat/completions", body);
+  ASSERT_EQ(whole.status, 200) << whole.text;
+  json streamed = body;
+  streamed["stream"] = true;
+  streamed["stream_options"] = {{"include_usage", true}};
+  const Reply r = post(*h_, "/v1/chat/completions", streamed);
+  ASSERT_EQ(r.status, 200);
+  const std::vector<json> events = sse_events(r.text);
+  ASSERT_GE(events.size(), 6u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  const json& usage_chunk = events[events.size() - 2];
+  EXPECT_TRUE(usage_chunk["choices"].empty());
+  EXPECT_EQ(usage_chunk["usage"], whole.body["usage"]);
+  EXPECT_EQ(usage_chunk["object"], "chat.completion.chunk");
+
+  // Per choice: a role chunk first, then content deltas, then an empty delta with the reason.
+  std::vector<std::string> text(2);
+  std::vector<int> stage(2, 0);  // 0: expect role, 1: content, 2: finished
+  for (size_t i = 0; i + 2 < events.size(); ++i) {
+    const json& e = events[i];
+    EXPECT_EQ(e["object"], "chat.completion.chunk");
+    ASSERT_EQ(e["choices"].size(), 1u);
+    const json& c = e["choices"][0];
+    const int idx = c["index"];
+    ASSERT_TRUE(idx == 0 || idx == 1);
+    if (stage[idx] == 0) {
+      EXPECT_EQ(c["delta"], json({{"role", "assistant"}, {"content", ""}}));
+      stage[idx] = 1;
+    } else if (!c["finish_reason"].is_null()) {
+      EXPECT_EQ(c["finish_reason"], "length");
+      EXPECT_EQ(c["delta"], json::object());
+      stage[idx] = 2;
+    } else {
+      ASSERT_EQ(stage[idx], 1);
+      text[idx] += c["delta"]["content"].get<std::string>();
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(stage[i], 2);
+    EXPECT_EQ(text[i], whole.body["choices"][i]["message"]["content"]);
+  }
+}
+
+TEST_F(HttpApi, CompletionLogprobs) {
+  const Reply r = post(*h_, "/v1/completions", greedy({{"prompt", "log"}, {"logprobs", 2}}, 6));
+  ASSERT_EQ(r.status, 200) << r.text;
+  const json& lp = r.body["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 6u);
+  ASSERT_EQ(lp["token_logprobs"].size(), 6u);
+  ASSERT_EQ(lp["top_logprobs"].size(), 6u);
+  ASSERT_EQ(lp["text_offset"].size(), 6u);
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0.0);
+    if (i > 0) {
+      EXPECT_GE(lp["text_offset"][i], lp["text_offset"][i - 1]);
+    }
+    const json& top = lp["top_logprobs"][i];
+    // Greedy: the sampled token is the best one, so it is among the top 2.
+    EXPECT_EQ(top.size(), 2u);
+    EXPECT_TRUE(top.contains(lp["tokens"][i].get<std::string>()));
+  }
+  // Streamed, the same numbers arrive chunk by chunk.
+  json body = greedy({{"prompt", "log"}, {"logprobs", 2}, {"stream", true}}, 6);
+  std::vector<double> streamed;
+  for (const json& e : sse_events(post(*h_, "/v1/completions", body).text)) {
+    if (e == "[DONE]" || e["choices"][0]["logprobs"].is_null()) continue;
+    for (const json& v : e["choices"][0]["logprobs"]["token_logprobs"]) streamed.push_back(v);
+  }
+  EXPECT_EQ(json(streamed), lp["token_logprobs"]);
+}
+
+TEST_F(HttpApi, ChatLogprobs) {
+  json body = greedy({{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"logprobs", true}, {"top_logprobs", 3}}, 5);
+  const Reply r = post(*h_, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.text;
+  const json& content = r.body["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 5u);
+  for (const json& t : content) {
+    EXPECT_TRUE(t["token"].is_string());
+    EXPECT_LE(t["logprob"].get<double>(), 0.0);
+    EXPECT_TRUE(t["bytes"].is_array());
+    ASSERT_EQ(t["top_logprobs"].size(), 3u);
+    EXPECT_EQ(t["top_logprobs"][0]["logprob"], t["logprob"]);  // greedy: the best is the one taken
+    for (const json& b : t["bytes"]) EXPECT_TRUE(b.get<int>() >= 0 && b.get<int>() < 256);
+  }
+  body.erase("top_logprobs");
+  body["logprobs"] = false;
+  EXPECT_TRUE(post(*h_, "/v1/chat/completions", body).body["choices"][0]["logprobs"].is_null());
+}
+
+TEST_F(HttpApi, StopStringEndsTheText) {
+  const json body = greedy({{"prompt", "stop here"}}, 24);
+  const std::string full = post(*h_, "/v1/completions", body).body["choices"][0]["text"];
+  // Stop on an ASCII character the greedy answer contains past its start.
+  size_t k = 1;
+  while (k < full.size() && static_cast<unsigned char>(full[k]) >= 0x80) ++k;
+  ASSERT_LT(k, full.size()) << "no ASCII character in " << json(full);
+  const std::string stop(1, full[k]);
+  for (const json& stop_field : {json(stop), json{stop, "never-appears"}}) {
+    json with_stop = body;
+    with_stop["stop"] = stop_field;
+    const Reply r = post(*h_, "/v1/completions", with_stop);
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["choices"][0]["text"], full.substr(0, full.find(stop)));
+    EXPECT_EQ(r.body["choices"][0]["finish_reason"], "stop");
+  }
+}
+
+TEST_F(HttpApi, SamplingFieldsReachTheEngine) {
+  // A huge bias on one token makes greedy decoding pick it every time.
+  const int32_t forced = 'Z';
+  json body = greedy({{"prompt", "abc"}, {"logit_bias", {{std::to_string(forced), 100}}}}, 5);
+  EXPECT_EQ(post(*h_, "/v1/completions", body).body["choices"][0]["text"], "ZZZZZ");
+  // The same seed gives the same sample at temperature 1 with top_k, top_p and min_p set.
+  json sampled = {{"prompt", "abc"},    {"max_tokens", 8},  {"seed", 3},       {"top_k", 40},     {"top_p", 0.9},
+                  {"min_p", 0.01},      {"ignore_eos", true}, {"presence_penalty", 0.5}, {"frequency_penalty", 0.5},
+                  {"repetition_penalty", 1.1}};
+  const Reply a = post(*h_, "/v1/completions", sampled);
+  ASSERT_EQ(a.status, 200) << a.text;
+  EXPECT_EQ(post(*h_, "/v1/completions", sampled).body["choices"][0]["text"], a.body["choices"][0]["text"]);
+  // max_completion_tokens counts as max_tokens.
+  json mct = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"max_completion_tokens", 3}, {"ignore_eos", true}};
+  EXPECT_EQ(post(*h_, "/v1/chat/completions", mct).body["usage"]["completion_tokens"], 3);
+}
+
+TEST_F(HttpApi, TokenizeAndDetokenize) {
+  const Reply t = post(*h_, "/tokenize", json{{"prompt", "hello world"}});
+  ASSERT_EQ(t.status, 200) << t.text;
+  EXPECT_EQ(t.body["count"], t.body["tokens"].size());
+  EXPECT_EQ(t.body["max_model_len"], tiny_model().config().context_len);
+  const Reply plain = post(*h_, "/tokenize", json{{"prompt", "hello world"}, {"add_special_tokens", false}});
+  const Reply d = post(*h_, "/detokenize", json{{"tokens", plain.body["tokens"]}});
+  ASSERT_EQ(d.status, 200) << d.text;
+  EXPECT_EQ(d.body["prompt"], "hello world");
+  EXPECT_EQ(post(*h_, "/detokenize", json{{"tokens", {1, 99999}}}).status, 400);
+  EXPECT_EQ(post(*h_, "/tokenize", json{{"text", "x"}}).status, 400);
+  const Reply chat = post(*h_, "/tokenize", json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}});
+  ASSERT_EQ(chat.status, 200) << chat.text;
+  // <|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n, the markers one token each.
+  EXPECT_EQ(chat.body["tokens"][0], 259);
+  EXPECT_GT(chat.body["count"].get<int>(), 6);
+}
+
+TEST_F(HttpApi, DeeplyNestedJsonIsRefusedNotCrashed) {
+  const size_t depth = 200000;
+  EXPECT_EQ(post(*h_, "/v1/completions", std::string(depth, '[')).status, 400);
+  EXPECT_EQ(post(*h_, "/v1/completions", std::string(depth, '[') + std::string(depth, ']')).status, 400);
+  const std::string nested_prompt = "{\"prompt\": " + std::string(depth, '[') + std::string(depth, ']') + "}";
+  EXPECT_EQ(post(*h_, "/v1/completions", nested_prompt).status, 400);
+}
+
+TEST_F(HttpApi, ConcurrentRequests) {
+  std::vector<std::thread> threads;
+  std::vector<int> statuses(8, 0);
+  std::vector<std::string> texts(8);
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      json body = greedy({{"prompt", "same prompt"}}, 16);
+      body["stream"] = i % 2 == 1;
+      const Reply r = post(*h_, "/v1/completions", body);
+      statuses[i] = r.status;
+      if (i % 2 == 0) texts[i] = r.body["choices"][0]["text"];
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(statuses[i], 200);
+  // Batched or not, greedy answers are the same.
+  for (int i = 2; i < 8; i += 2) EXPECT_EQ(texts[i], texts[0]);
+  EXPECT_TRUE(all_blocks_free(h_->serving));
+}
+
+}  // namespace
+}  // namespace flashserve::test

@@ -1,0 +1,87 @@
+// The real binary's lifecycle: startup, readiness, and a graceful SIGTERM that lets in-flight
+// requests finish, refuses new ones, and exits 0.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tests/util/server_process.h"
+#include "tests/util/test_paths.h"
+
+namespace flashserve {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+TEST(ServeLifecycle, SigtermDrainsInFlightRequestsThenExitsCleanly) {
+  test::ServerProcess server(test::real_model_path(), {"--grace-period", "30"});
+  httplib::Client client("127.0.0.1", server.http_port());
+  client.set_read_timeout(60);
+  ASSERT_EQ(client.Get("/ready")->status, 200);
+
+  // ~100 tokens on SmolLM2 take over a second on CPU: long enough to be in flight at SIGTERM.
+  auto in_flight = std::async(std::launch::async, [&] {
+    httplib::Client c("127.0.0.1", server.http_port());
+    c.set_read_timeout(60);
+    const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 100}, {"ignore_eos", true}, {"temperature", 0}};
+    return c.Post("/v1/completions", body.dump(), "application/json");
+  });
+  for (int i = 0; i < 500; ++i) {
+    auto m = client.Get("/metrics");
+    if (m && m->body.find("flashserve_num_requests_running{model_name=\"") != std::string::npos &&
+        m->body.find("num_requests_running{model_name=\"SmolLM2-135M-Instruct.Q4_1\"} 1") != std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  kill(server.pid(), SIGTERM);
+  std::this_thread::sleep_for(200ms);
+
+  const auto ready = client.Get("/ready");
+  if (ready) {
+    EXPECT_EQ(ready->status, 503) << "still ready while draining";
+  }
+  const auto refused = client.Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 2})", "application/json");
+  if (refused) {
+    EXPECT_EQ(refused->status, 503) << refused->body;
+  }
+
+  const auto done = in_flight.get();
+  ASSERT_TRUE(done) << "in-flight request lost at shutdown:\n" << server.log();
+  EXPECT_EQ(done->status, 200) << done->body;
+  EXPECT_EQ(json::parse(done->body)["usage"]["completion_tokens"], 100);
+  EXPECT_EQ(server.stop(), 0) << server.log();
+  EXPECT_NE(server.log().find("request req-0 finished: reason=length"), std::string::npos) << server.log();
+}
+
+// A KV cache smaller than the context window: a request without max_tokens may fill the cache,
+// not the window, and must not be refused as too long.
+TEST(ServeLifecycle, DefaultMaxTokensFitsASmallKvCache) {
+  test::ServerProcess server(test::tiny_model_for_server(), {"--kv-cache-bytes", "81920"});  // 10 blocks, 160 tokens
+  httplib::Client client("127.0.0.1", server.http_port());
+  const auto models = client.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(json::parse(models->body)["data"][0]["max_model_len"], 160);
+  const auto res = client.Post("/v1/completions", R"({"prompt": "hello", "ignore_eos": true})", "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json usage = json::parse(res->body)["usage"];
+  EXPECT_EQ(usage["total_tokens"], 160);
+}
+
+TEST(ServeLifecycle, CorruptModelFailsWithAReadableMessage) {
+  const std::string path = (std::filesystem::temp_directory_path() / "flashserve-corrupt.gguf").string();
+  std::ofstream(path) << "GGUF this is not a model";
+  const test::ExitResult r = test::run_to_exit({"serve", "--model", path, "--port", std::to_string(test::free_port())});
+  EXPECT_EQ(r.status, 1) << r.log;
+  EXPECT_NE(r.log.find(path), std::string::npos) << r.log;  // the message names the file and the problem
+}
+
+}  // namespace
+}  // namespace flashserve

@@ -1,0 +1,150 @@
+#include "tests/util/server_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "tests/util/tiny_model.h"
+
+namespace flashserve::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<char*> argv_of(std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return argv;
+}
+
+int decode_status(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+// fork + exec of the flashserve binary with stdout and stderr going to `log_path`.
+pid_t spawn(std::vector<std::string> args, const std::string& log_path) {
+  args.insert(args.begin(), FLASHSERVE_BINARY);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(log, STDOUT_FILENO);
+    dup2(log, STDERR_FILENO);
+    execv(args[0].c_str(), argv_of(args).data());
+    _exit(127);
+  }
+  return pid;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+ExitResult run_to_exit(const std::vector<std::string>& args, int timeout_s) {
+  const std::string log_path = temp_model_path("run-log") + ".txt";
+  const pid_t pid = spawn(args, log_path);
+  int status = 0;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);;) {
+    if (waitpid(pid, &status, WNOHANG) == pid) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  return {decode_status(status), read_file(log_path)};
+}
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+const std::string& tiny_model_for_server() {
+  static const std::string path = [] {
+    const std::string p = temp_model_path("server");
+    write_tiny_model(p, {});
+    return p;
+  }();
+  return path;
+}
+
+ServerProcess::ServerProcess(const std::string& model_path, const std::vector<std::string>& extra_args)
+    : http_port_(free_port()), grpc_port_(free_port()) {
+  log_path_ = temp_model_path("server-log") + ".txt";
+  std::vector<std::string> args = {"serve", "--model", model_path, "--host", "127.0.0.1",
+                                   "--port", std::to_string(http_port_), "--grpc-port", std::to_string(grpc_port_)};
+  // A modest KV cache unless the test sizes it: tests run side by side on small machines.
+  if (std::find(extra_args.begin(), extra_args.end(), "--kv-cache-bytes") == extra_args.end()) {
+    args.insert(args.end(), {"--kv-cache-bytes", std::to_string(256 << 20)});
+  }
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  pid_ = spawn(args, log_path_);
+  httplib::Client client("127.0.0.1", http_port_);
+  client.set_connection_timeout(1);
+  for (auto deadline = std::chrono::steady_clock::now() + 60s; std::chrono::steady_clock::now() < deadline;) {
+    if (!running()) {
+      ADD_FAILURE() << "flashserve exited with status " << exit_status_ << " during startup:\n" << log();
+      return;
+    }
+    if (auto res = client.Get("/health"); res && res->status == 200) return;
+    std::this_thread::sleep_for(100ms);
+  }
+  ADD_FAILURE() << "flashserve did not answer /health within 60 s:\n" << log();
+}
+
+ServerProcess::~ServerProcess() {
+  if (running()) stop();
+}
+
+bool ServerProcess::running() {
+  if (exit_status_ >= 0) return false;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) == pid_) {
+    exit_status_ = decode_status(status);
+    return false;
+  }
+  return true;
+}
+
+int ServerProcess::stop(int timeout_s) {
+  if (!running()) return exit_status_;
+  kill(pid_, SIGTERM);
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+       std::chrono::steady_clock::now() < deadline;) {
+    if (!running()) return exit_status_;
+    std::this_thread::sleep_for(20ms);
+  }
+  kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  exit_status_ = decode_status(status);
+  return exit_status_;
+}
+
+std::string ServerProcess::log() const { return read_file(log_path_); }
+
+}  // namespace flashserve::test

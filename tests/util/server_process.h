@@ -1,0 +1,49 @@
+// Runs the real `flashserve serve` binary on free loopback ports for integration tests, and
+// stops it with SIGTERM like an operator would.
+#pragma once
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace flashserve::test {
+
+class ServerProcess {
+ public:
+  // Starts `flashserve serve --model <model> --host 127.0.0.1 --port P --grpc-port G <extra...>`
+  // and waits until GET /health answers (fails the test after 60 s or if the process exits).
+  explicit ServerProcess(const std::string& model_path, const std::vector<std::string>& extra_args = {});
+  ~ServerProcess();  // stop(), if still running
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  int http_port() const { return http_port_; }
+  int grpc_port() const { return grpc_port_; }
+  std::string grpc_address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+  pid_t pid() const { return pid_; }
+  bool running();                 // false once the process has exited
+  // SIGTERM, then wait (SIGKILL after `timeout_s`). Returns the exit status (128+signal if killed).
+  int stop(int timeout_s = 60);
+  std::string log() const;        // everything it wrote to stdout and stderr so far
+
+ private:
+  pid_t pid_ = -1;
+  int http_port_ = 0, grpc_port_ = 0;
+  int exit_status_ = -1;
+  std::string log_path_;
+};
+
+struct ExitResult {
+  int status;       // exit code, or 128 + signal
+  std::string log;  // stdout and stderr
+};
+// Runs `flashserve <args...>` to completion (SIGKILL after `timeout_s`).
+ExitResult run_to_exit(const std::vector<std::string>& args, int timeout_s = 60);
+
+// A loopback TCP port that was free a moment ago.
+int free_port();
+
+// The tiny random Llama GGUF (written once per process) for server tests that need no real model.
+const std::string& tiny_model_for_server();
+
+}  // namespace flashserve::test
