@@ -1,0 +1,57 @@
+// Per-request measurements and the summary a benchmark run prints: throughput, latency
+// percentiles, goodput against SLOs, errors by kind.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace flashserve::bench {
+
+enum class ErrorKind { None, Connect, HttpStatus, Timeout, Stream, Other };
+const char* to_string(ErrorKind kind);
+
+struct RequestResult {
+  ErrorKind error = ErrorKind::None;
+  std::string error_detail;  // e.g. the HTTP status and body, for the first failures in a log
+  double ttft_s = 0.0;       // send -> first content chunk
+  double e2e_s = 0.0;        // send -> end of stream
+  std::vector<double> itl_s; // gaps between consecutive content chunks
+  int32_t output_tokens = 0;
+  int32_t input_len = 0;
+  bool ok() const { return error == ErrorKind::None; }
+  // (e2e - ttft) / (output_tokens - 1); 0 for a single-token output.
+  double tpot_s() const;
+};
+
+struct Slo {
+  double ttft_ms = 0.0;  // 0: not checked
+  double tpot_ms = 0.0;
+};
+
+struct LatencySummary {
+  double mean_ms = 0, median_ms = 0, p90_ms = 0, p99_ms = 0;
+};
+
+struct Report {
+  double duration_s = 0.0;
+  int32_t num_requests = 0, num_ok = 0;
+  int64_t total_input_len = 0, total_output_tokens = 0;
+  double request_throughput = 0.0;  // successful requests / s
+  double output_throughput = 0.0;   // output tokens / s
+  double goodput = 0.0;             // requests / s meeting every SLO that is set
+  LatencySummary ttft, itl, tpot, e2e;
+  std::map<std::string, int32_t> errors;  // kind -> count
+};
+
+// Linear interpolation between closest ranks (numpy's default); 0 for no samples. p in [0, 100].
+double percentile(std::vector<double> samples, double p);
+LatencySummary summarize_ms(const std::vector<double>& samples_s);
+
+Report make_report(const std::vector<RequestResult>& results, double duration_s, const Slo& slo);
+std::string format_table(const Report& report);
+nlohmann::json to_json(const Report& report);
+
+}  // namespace flashserve::bench
