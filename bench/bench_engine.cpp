@@ -5,23 +5,14 @@
 // Model: $FLASHSERVE_MODEL, else the project cache (scripts/fetch_model.sh).
 #include <benchmark/benchmark.h>
 
-#include <cstdlib>
 #include <random>
 
-#include "model/llama_model.h"
+#include "bench/real_model.h"
 #include "model/model_runner.h"
 #include "scheduler/engine.h"
 
 namespace flashserve {
 namespace {
-
-const LlamaModel& model() {
-  static const auto m = [] {
-    const char* env = std::getenv("FLASHSERVE_MODEL");
-    return LlamaModel::load(env && *env ? env : FLASHSERVE_DEFAULT_MODEL);
-  }();
-  return *m;
-}
 
 std::vector<int32_t> random_tokens(std::mt19937& rng, int32_t n) {
   std::vector<int32_t> t(n);
@@ -39,8 +30,8 @@ SamplingParams fixed_length(int32_t n) {
 
 // Runs all requests to completion; returns generated tokens.
 int64_t run(const std::vector<GenerateRequest>& reqs, const EngineConfig& cfg) {
-  LlamaRunner runner(model(), 2048, 16);
-  Engine engine(runner, model().tokenizer(), cfg);
+  LlamaRunner runner(real_model(), 2048, 16);
+  Engine engine(runner, real_model().tokenizer(), cfg);
   int64_t generated = 0;
   for (const GenerateRequest& r : reqs) {
     if (engine.submit(r, [&](const RequestOutput& o) { generated += int64_t(o.tokens.size()); })) std::abort();

@@ -3,21 +3,12 @@
 // Model: $FLASHSERVE_MODEL, else the project cache (scripts/fetch_model.sh).
 #include <benchmark/benchmark.h>
 
-#include <cstdlib>
 #include <numeric>
 
-#include "model/llama_model.h"
+#include "bench/real_model.h"
 
 namespace flashserve {
 namespace {
-
-const LlamaModel& model() {
-  static const auto m = [] {
-    const char* env = std::getenv("FLASHSERVE_MODEL");
-    return LlamaModel::load(env && *env ? env : FLASHSERVE_DEFAULT_MODEL);
-  }();
-  return *m;
-}
 
 constexpr int32_t kBlockSize = 16;
 
@@ -35,9 +26,9 @@ std::vector<int32_t> some_tokens(int32_t n) {
 
 void BM_Prefill(benchmark::State& state) {
   const int32_t n = int32_t(state.range(0));
-  KvCache cache(model().config(), n / kBlockSize + 1, kBlockSize);
+  KvCache cache(real_model().config(), n / kBlockSize + 1, kBlockSize);
   const SequenceInput seq{0, some_tokens(n), block_range(0, n / kBlockSize + 1), LogitRows::Last};
-  for (auto _ : state) benchmark::DoNotOptimize(model().forward(ForwardBatch{{seq}}, cache));
+  for (auto _ : state) benchmark::DoNotOptimize(real_model().forward(ForwardBatch{{seq}}, cache));
   state.SetItemsProcessed(state.iterations() * n);  // items = prompt tokens
 }
 BENCHMARK(BM_Prefill)->Arg(32)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -46,14 +37,14 @@ BENCHMARK(BM_Prefill)->Arg(32)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond
 void BM_Decode(benchmark::State& state) {
   const int32_t batch = int32_t(state.range(0)), context = int32_t(state.range(1));
   const int32_t blocks_per_seq = context / kBlockSize + 1;
-  KvCache cache(model().config(), batch * blocks_per_seq, kBlockSize);
+  KvCache cache(real_model().config(), batch * blocks_per_seq, kBlockSize);
   ForwardBatch step;
   for (int32_t s = 0; s < batch; ++s) {
     SequenceInput prefill{0, some_tokens(context), block_range(s * blocks_per_seq, blocks_per_seq), LogitRows::None};
-    model().forward(ForwardBatch{{prefill}}, cache);
+    real_model().forward(ForwardBatch{{prefill}}, cache);
     step.seqs.push_back({context, {42}, prefill.block_table, LogitRows::Last});
   }
-  for (auto _ : state) benchmark::DoNotOptimize(model().forward(step, cache));
+  for (auto _ : state) benchmark::DoNotOptimize(real_model().forward(step, cache));
   state.SetItemsProcessed(state.iterations() * batch);  // items = generated tokens
 }
 BENCHMARK(BM_Decode)
