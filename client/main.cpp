@@ -1,14 +1,19 @@
-// flashserve-bench: load-tests an OpenAI-compatible server with streamed completions and reports
-// throughput, latency percentiles and goodput.
+// flashserve-bench: load-tests an OpenAI-compatible server (or flashserve's gRPC API) with streamed
+// completions and reports throughput, latency percentiles and goodput, for one rate or a sweep.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <string>
 
+#include "client/dataset.h"
+#include "client/grpc_backend.h"
 #include "client/http_backend.h"
+#include "client/plot.h"
 #include "client/runner.h"
+#include "client/sweep.h"
 
 namespace fb = flashserve::bench;
 
@@ -23,6 +28,11 @@ struct Args {
   int32_t warmup = 0;
   std::string json_path;
   bool no_progress = false;
+  std::string sweep_rates;  // "1,2,inf": one run per rate, one report
+  std::string plot_path;    // with a sweep: latency-vs-rate PNG
+  std::string dataset_path;
+  std::string backend = "http";
+  std::string grpc_address = "127.0.0.1:50051";
 };
 
 void add_flags(CLI::App& app, Args& a) {
@@ -46,6 +56,13 @@ void add_flags(CLI::App& app, Args& a) {
   app.add_option("--slo-tpot-ms", a.slo.tpot_ms, "TPOT objective for goodput");
   app.add_option("--json", a.json_path, "Also write the report as JSON here");
   app.add_flag("--no-progress", a.no_progress, "No progress bar on stderr");
+  app.add_option("--sweep-rates", a.sweep_rates, "Comma-separated rates (inf allowed): one run each, one report");
+  app.add_option("--plot", a.plot_path, "With --sweep-rates: write a latency-vs-rate PNG (needs gnuplot)");
+  app.add_option("--shared-prefix-len", a.workload.shared_prefix_len, "Words every prompt starts with")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--dataset", a.dataset_path, "Prompts from a JSON array or JSONL file ({\"prompt\", \"max_tokens\"})");
+  app.add_option("--backend", a.backend, "http or grpc")->capture_default_str()->check(CLI::IsMember({"http", "grpc"}));
+  app.add_option("--grpc-address", a.grpc_address, "gRPC server host:port")->capture_default_str();
 }
 
 // The warm-up requests share the measured run's shape but not its arrivals: they go out at the
@@ -58,46 +75,83 @@ void warm_up(fb::Backend& backend, const std::vector<fb::BenchRequest>& requests
   fb::run_benchmark(backend, requests, options);
 }
 
-void log_first_errors(const std::vector<fb::RequestResult>& results) {
-  int shown = 0;
-  for (const auto& r : results) {
-    if (r.ok() || shown++ >= 3) continue;
-    std::fprintf(stderr, "request failed (%s): %s\n", fb::to_string(r.error), r.error_detail.c_str());
+double parse_rate(const std::string& text) {
+  try {
+    return std::stod(text);  // accepts "inf"
+  } catch (const std::exception&) {
+    throw std::invalid_argument("--request-rate: expected a number or inf, got '" + text + "'");
   }
 }
 
-int run(Args& a) {
-  try {
-    a.run.request_rate = std::stod(a.request_rate);  // accepts "inf"
-  } catch (const std::exception&) {
-    throw std::invalid_argument("--request-rate: expected a number or inf, got '" + a.request_rate + "'");
+void check_combinations(const Args& a) {
+  if (!a.plot_path.empty() && a.sweep_rates.empty()) throw std::invalid_argument("--plot needs --sweep-rates");
+  if (!a.sweep_rates.empty() && a.run.concurrency > 0) {
+    throw std::invalid_argument("--sweep-rates sweeps open-loop rates; it cannot be combined with --concurrency");
   }
-  a.run.seed = a.workload.seed;
-  a.run.show_progress = !a.no_progress;
+  if (!a.dataset_path.empty() && a.workload.shared_prefix_len > 0) {
+    throw std::invalid_argument("--shared-prefix-len applies to synthetic prompts, not --dataset");
+  }
+}
+
+// Warm-up requests first, then the measured ones.
+std::vector<fb::BenchRequest> build_requests(const Args& a) {
   fb::WorkloadOptions wo = a.workload;
   wo.num_requests += a.warmup;
-  std::vector<fb::BenchRequest> requests = fb::make_synthetic_workload(wo);
+  if (a.dataset_path.empty()) return fb::make_synthetic_workload(wo);
+  return fb::make_dataset_workload(fb::load_dataset(a.dataset_path), wo.num_requests, wo.output_len, wo.seed);
+}
+
+std::unique_ptr<fb::Backend> make_backend(const Args& a) {
+  if (a.backend == "grpc") return std::make_unique<fb::GrpcBackend>(fb::GrpcOptions{a.grpc_address, a.http.timeout_s});
+  return std::make_unique<fb::HttpBackend>(a.http);
+}
+
+fb::Report measure(fb::Backend& backend, const std::vector<fb::BenchRequest>& requests, const Args& a,
+                   const fb::RunOptions& options) {
+  const fb::RunResult result = fb::run_benchmark(backend, requests, options);
+  fb::log_first_errors(result.results);
+  return fb::make_report(result.results, result.duration_s, a.slo);
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) {
+  if (path.empty()) return;
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+int run_sweep(fb::Backend& backend, const std::vector<fb::BenchRequest>& requests, const Args& a) {
+  const std::vector<fb::SweepRow> rows = fb::run_rate_sweep(backend, requests, fb::parse_rates(a.sweep_rates), a.run, a.slo);
+  bool all_ok = true;
+  for (const fb::SweepRow& row : rows) all_ok = all_ok && row.report.num_ok == row.report.num_requests;
+  std::cout << fb::format_sweep_table(rows);
+  write_json(a.json_path, fb::sweep_json(rows));
+  if (!a.plot_path.empty()) fb::write_latency_plot(rows, a.plot_path);
+  return all_ok ? 0 : 1;
+}
+
+int run(Args& a) {
+  check_combinations(a);
+  if (a.sweep_rates.empty()) a.run.request_rate = parse_rate(a.request_rate);
+  a.run.seed = a.workload.seed;
+  a.run.show_progress = !a.no_progress;
+  std::vector<fb::BenchRequest> requests = build_requests(a);
   const std::vector<fb::BenchRequest> warmup(requests.begin(), requests.begin() + a.warmup);
   requests.erase(requests.begin(), requests.begin() + a.warmup);
 
-  fb::HttpBackend backend(a.http);
-  warm_up(backend, warmup, a);
-  const fb::RunResult result = fb::run_benchmark(backend, requests, a.run);
-  log_first_errors(result.results);
-  const fb::Report report = fb::make_report(result.results, result.duration_s, a.slo);
+  const std::unique_ptr<fb::Backend> backend = make_backend(a);
+  warm_up(*backend, warmup, a);
+  if (!a.sweep_rates.empty()) return run_sweep(*backend, requests, a);
+  const fb::Report report = measure(*backend, requests, a, a.run);
   std::cout << fb::format_table(report);
-  if (!a.json_path.empty()) {
-    std::ofstream out(a.json_path);
-    out << fb::to_json(report).dump(2) << "\n";
-    if (!out) throw std::runtime_error("cannot write " + a.json_path);
-  }
+  write_json(a.json_path, fb::to_json(report));
   return report.num_ok == report.num_requests ? 0 : 1;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"flashserve-bench: load test for OpenAI-compatible streaming completions"};
+  CLI::App app{"flashserve-bench: load test for streaming completions (OpenAI HTTP or flashserve gRPC)"};
   Args args;
   add_flags(app, args);
   CLI11_PARSE(app, argc, argv);

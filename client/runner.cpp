@@ -104,4 +104,12 @@ RunResult run_benchmark(Backend& backend, const std::vector<BenchRequest>& reque
   return run;
 }
 
+void log_first_errors(const std::vector<RequestResult>& results) {
+  int shown = 0;
+  for (const auto& r : results) {
+    if (r.ok() || shown++ >= 3) continue;
+    std::fprintf(stderr, "request failed (%s): %s\n", to_string(r.error), r.error_detail.c_str());
+  }
+}
+
 }  // namespace flashserve::bench

@@ -27,4 +27,7 @@ struct RunResult {
 // the backend's own timeout bounds.
 RunResult run_benchmark(Backend& backend, const std::vector<BenchRequest>& requests, const RunOptions& options);
 
+// The first three failures, with their details, on stderr: enough to see why without a flood.
+void log_first_errors(const std::vector<RequestResult>& results);
+
 }  // namespace flashserve::bench

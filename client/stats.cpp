@@ -58,7 +58,7 @@ Report make_report(const std::vector<RequestResult>& results, double duration_s,
   int32_t num_good = 0;
   for (const RequestResult& r : results) {
     if (!r.ok()) {
-      ++rep.errors[to_string(r.error)];
+      ++rep.errors[r.error_name.empty() ? std::string(to_string(r.error)) : r.error_name];
       continue;
     }
     ++rep.num_ok;

@@ -16,6 +16,7 @@ const char* to_string(ErrorKind kind);
 struct RequestResult {
   ErrorKind error = ErrorKind::None;
   std::string error_detail;  // e.g. the HTTP status and body, for the first failures in a log
+  std::string error_name;    // set: counted under this name in the report (gRPC status codes)
   double ttft_s = 0.0;       // send -> first content chunk
   double e2e_s = 0.0;        // send -> end of stream
   std::vector<double> itl_s; // gaps between consecutive content chunks

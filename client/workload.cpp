@@ -41,7 +41,11 @@ std::vector<BenchRequest> make_synthetic_workload(const WorkloadOptions& options
   if (options.range_ratio < 0.0 || options.range_ratio >= 1.0) {
     throw std::invalid_argument("range ratio must be in [0, 1)");
   }
+  if (options.shared_prefix_len < 0) throw std::invalid_argument("shared prefix length must be >= 0");
   std::mt19937_64 rng(options.seed);
+  // Its own stream, so adding a prefix leaves the random parts and lengths as they were.
+  std::mt19937_64 prefix_rng(options.seed ^ 0x9e3779b97f4a7c15ULL);
+  const std::string prefix = random_prompt(options.shared_prefix_len, prefix_rng);
   const auto [in_lo, in_hi] = length_range(options.input_len, options.range_ratio);
   const auto [out_lo, out_hi] = length_range(options.output_len, options.range_ratio);
   std::uniform_int_distribution<int32_t> input_len(in_lo, in_hi), output_len(out_lo, out_hi);
@@ -52,6 +56,10 @@ std::vector<BenchRequest> make_synthetic_workload(const WorkloadOptions& options
     r.input_len = input_len(rng);
     r.output_len = output_len(rng);
     r.prompt = random_prompt(r.input_len, rng);
+    if (!prefix.empty()) {
+      r.prompt = prefix + ' ' + r.prompt;
+      r.input_len += options.shared_prefix_len;
+    }
     requests.push_back(std::move(r));
   }
   return requests;

@@ -21,6 +21,9 @@ struct WorkloadOptions {
   // Lengths are uniform in [len * (1 - r), len * (1 + r)]; 0 keeps them fixed.
   double range_ratio = 0.0;
   uint64_t seed = 0;
+  // > 0: every prompt starts with the same this many words (a prefix-cache workload), then its
+  // own input_len random words.
+  int32_t shared_prefix_len = 0;
 };
 
 // Throws std::invalid_argument on a non-positive length or a range ratio outside [0, 1).

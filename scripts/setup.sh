@@ -8,7 +8,7 @@ packages=(
   build-essential cmake pkg-config ninja-build python3 python3-pip python3-venv unzip
   libpcre2-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libcpp-httplib-dev prometheus-cpp-dev
-  libgtest-dev libbenchmark-dev prometheus python3-yaml
+  libgtest-dev libbenchmark-dev prometheus python3-yaml gnuplot-nox
 )
 
 missing=()

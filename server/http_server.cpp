@@ -93,6 +93,7 @@ struct HttpServer::Impl {
   void detokenize(const httplib::Request& req, httplib::Response& res) const;
 
   Serving& serving;
+  socket_t listen_socket = -1;  // set by the socket-options hook, before bind
   std::function<std::string()> render_metrics;
   HttpOptions options;
   const int64_t created = int64_t(std::time(nullptr));
@@ -177,9 +178,10 @@ void HttpServer::Impl::setup() {
   svr.set_tcp_nodelay(true);  // stream chunks are small; don't let Nagle hold them back
   // httplib's default also sets SO_REUSEPORT, which would let a second server bind our port and
   // silently take half the connections; SO_REUSEADDR alone still allows a quick restart.
-  svr.set_socket_options([](socket_t sock) {
+  svr.set_socket_options([this](socket_t sock) {
     const int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_socket = sock;
   });
 
   auto open = [this](Handler h) { return guarded(std::move(h), false); };
@@ -230,6 +232,10 @@ void HttpServer::start() {
   const HttpOptions& o = s.options;
   s.port = o.port == 0 ? s.svr.bind_to_any_port(o.host) : (s.svr.bind_to_port(o.host, o.port) ? o.port : -1);
   if (s.port < 0) throw std::runtime_error("cannot bind HTTP to " + o.host + ":" + std::to_string(o.port));
+  // Debian's compiled httplib listens with a backlog of 5: a burst of connections overflows the
+  // accept queue, and clients whose handshake completed wait on a server that never accepts them.
+  // listen() again on the bound socket raises the backlog.
+  ::listen(s.listen_socket, SOMAXCONN);
   s.listener = std::thread([&s] {
     s.svr.listen_after_bind();
     s.listen_returned = true;

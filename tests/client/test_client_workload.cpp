@@ -109,3 +109,27 @@ TEST(Arrival, RejectsNonPositiveRate) {
   EXPECT_THROW(fb::ArrivalProcess(0.0, 1.0, 0), std::invalid_argument);
   EXPECT_THROW(fb::ArrivalProcess(1.0, 0.0, 0), std::invalid_argument);
 }
+
+TEST(Workload, SharedPrefixIsTheSameFirstWordsAndDeterministic) {
+  const fb::WorkloadOptions o{.num_requests = 8, .input_len = 10, .output_len = 4, .seed = 5, .shared_prefix_len = 20};
+  const auto a = fb::make_synthetic_workload(o), b = fb::make_synthetic_workload(o);
+  auto first_words = [](const std::string& s, int n) {
+    std::istringstream in(s);
+    std::string out;
+    for (std::string w; n-- > 0 && in >> w;) out += w + ' ';
+    return out;
+  };
+  const std::string prefix = first_words(a[0].prompt, 20);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(first_words(a[i].prompt, 20), prefix) << i;
+    EXPECT_EQ(word_count(a[i].prompt), 30);
+    EXPECT_EQ(a[i].input_len, 30);
+    EXPECT_EQ(a[i].prompt, b[i].prompt);
+  }
+  EXPECT_NE(a[0].prompt, a[1].prompt) << "the part after the prefix is each prompt's own";
+  // The random parts are those of the same workload without a prefix.
+  fb::WorkloadOptions plain = o;
+  plain.shared_prefix_len = 0;
+  EXPECT_TRUE(a[3].prompt.ends_with(fb::make_synthetic_workload(plain)[3].prompt));
+  EXPECT_THROW(fb::make_synthetic_workload({.shared_prefix_len = -1}), std::invalid_argument);
+}
