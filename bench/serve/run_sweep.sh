@@ -32,7 +32,8 @@ wait_ready() {  # url pid
 sweep() {  # name
   "$build/client/flashserve-bench" --host 127.0.0.1 --port "$port" --model "$(basename "$model" .gguf)" \
     --sweep-rates "$rates" --num-requests "$num_requests" --input-len "$input_len" --output-len "$output_len" \
-    --seed 1 --no-progress --json "$out-$1.json" --plot "$out-$1.png" | tee "$out-$1.txt"
+    --seed 1 --no-progress --json "$out-$1.json" --plot "$out-$1.png" | tee "$out-$1.txt" ||
+    echo "($1: some requests failed; see the errors column)"
 }
 
 header() {  # name
@@ -55,8 +56,10 @@ kill -INT "$pid" && wait "$pid" || true
 
 if python3 -c "import llama_cpp.server" 2> /dev/null; then
   echo "== llama.cpp (llama-cpp-python $(python3 -c 'import llama_cpp; print(llama_cpp.__version__)'))"
+  # --interrupt_requests False: by default a new request cuts off the one being generated; queue
+  # them instead, as a serving benchmark needs.
   python3 -m llama_cpp.server --model "$model" --host 127.0.0.1 --port "$port" --n_ctx 2048 \
-    --n_threads "$(nproc)" > "$out-llamacpp.log" 2>&1 &
+    --n_threads "$(nproc)" --interrupt_requests False > "$out-llamacpp.log" 2>&1 &
   pid=$!
   wait_ready "http://127.0.0.1:$port/v1/models" "$pid"
   header llamacpp
