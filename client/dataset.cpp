@@ -69,16 +69,6 @@ std::vector<DatasetItem> load_dataset(const std::string& path) {
   return parse_dataset(text.str(), path);
 }
 
-namespace {
-
-int32_t word_count(const std::string& s) {
-  std::istringstream in(s);
-  int32_t n = 0;
-  for (std::string w; in >> w;) ++n;
-  return n;
-}
-
-}  // namespace
 
 std::vector<BenchRequest> make_dataset_workload(const std::vector<DatasetItem>& items, int32_t num_requests,
                                                 int32_t default_output_len, uint64_t seed) {

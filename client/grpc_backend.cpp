@@ -10,13 +10,7 @@ void GrpcStreamRecorder::on_message(const pb::GenerateStreamResponse& message, d
   num_tokens_ += message.tokens_size();
   if (message.has_usage()) usage_tokens_ = message.usage().completion_tokens();
   if (message.text().empty()) return;
-  if (num_content_ == 0) {
-    result_.ttft_s = t_s;
-  } else {
-    result_.itl_s.push_back(t_s - last_content_s_);
-  }
-  last_content_s_ = t_s;
-  ++num_content_;
+  content_.on_content(t_s, result_);
 }
 
 const char* status_code_name(grpc::StatusCode code) {
@@ -63,7 +57,7 @@ RequestResult GrpcStreamRecorder::finish(const grpc::Status& status, double t_s)
     result_.error = error_kind(status.error_code());
     result_.error_name = status_code_name(status.error_code());
     result_.error_detail = result_.error_name + ": " + status.error_message();
-  } else if (num_content_ == 0) {
+  } else if (content_.count() == 0) {
     result_.error = ErrorKind::Stream;
     result_.error_detail = "no content in the stream";
   }

@@ -21,8 +21,7 @@ class GrpcStreamRecorder {
 
  private:
   RequestResult result_;
-  double last_content_s_ = -1.0;
-  int32_t num_content_ = 0;
+  ContentTimer content_;
   int32_t num_tokens_ = 0;      // token ids seen, if the final usage is missing
   int32_t usage_tokens_ = -1;
 };

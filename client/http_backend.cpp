@@ -55,19 +55,13 @@ void CompletionStreamRecorder::on_event(std::string_view data, double t_s) {
   if (choices == j.end() || !choices->is_array() || choices->empty()) return;
   const json& text = (*choices)[0]["text"];
   if (!text.is_string() || text.get_ref<const std::string&>().empty()) return;
-  if (num_chunks_ == 0) {
-    result_.ttft_s = t_s;
-  } else {
-    result_.itl_s.push_back(t_s - last_chunk_s_);
-  }
-  last_chunk_s_ = t_s;
-  ++num_chunks_;
+  content_.on_content(t_s, result_);
 }
 
 RequestResult CompletionStreamRecorder::finish(double t_s) {
   result_.e2e_s = t_s;
-  result_.output_tokens = usage_tokens_ >= 0 ? usage_tokens_ : num_chunks_;
-  if (result_.ok() && (!done_ || num_chunks_ == 0)) {
+  result_.output_tokens = usage_tokens_ >= 0 ? usage_tokens_ : content_.count();
+  if (result_.ok() && (!done_ || content_.count() == 0)) {
     result_.error = ErrorKind::Stream;
     result_.error_detail = done_ ? "no content in the stream" : "stream ended without [DONE]";
   }

@@ -32,8 +32,7 @@ class CompletionStreamRecorder {
 
  private:
   RequestResult result_;
-  double last_chunk_s_ = -1.0;
-  int32_t num_chunks_ = 0;
+  ContentTimer content_;
   int32_t usage_tokens_ = -1;
   bool done_ = false;
 };

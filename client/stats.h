@@ -27,6 +27,26 @@ struct RequestResult {
   double tpot_s() const;
 };
 
+// Times the content-bearing pieces of a streamed response (SSE chunks, gRPC messages) as they
+// arrive, in seconds after sending: the first sets TTFT, each later one adds an inter-token latency.
+class ContentTimer {
+ public:
+  void on_content(double t_s, RequestResult& result) {
+    if (count_ == 0) {
+      result.ttft_s = t_s;
+    } else {
+      result.itl_s.push_back(t_s - last_s_);
+    }
+    last_s_ = t_s;
+    ++count_;
+  }
+  int32_t count() const { return count_; }
+
+ private:
+  double last_s_ = 0.0;
+  int32_t count_ = 0;
+};
+
 struct Slo {
   double ttft_ms = 0.0;  // 0: not checked
   double tpot_ms = 0.0;

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 
 namespace flashserve::bench {
@@ -63,6 +64,13 @@ std::vector<BenchRequest> make_synthetic_workload(const WorkloadOptions& options
     requests.push_back(std::move(r));
   }
   return requests;
+}
+
+int32_t word_count(const std::string& text) {
+  std::istringstream in(text);
+  int32_t n = 0;
+  for (std::string w; in >> w;) ++n;
+  return n;
 }
 
 }  // namespace flashserve::bench

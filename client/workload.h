@@ -32,4 +32,7 @@ std::vector<BenchRequest> make_synthetic_workload(const WorkloadOptions& options
 // The inclusive range lengths are drawn from, never below 1.
 std::pair<int32_t, int32_t> length_range(int32_t len, double range_ratio);
 
+// Whitespace-separated words in `text`: how prompt length is measured here.
+int32_t word_count(const std::string& text);
+
 }  // namespace flashserve::bench

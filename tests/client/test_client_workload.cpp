@@ -10,16 +10,7 @@
 
 namespace fb = flashserve::bench;
 
-namespace {
-
-int32_t word_count(const std::string& s) {
-  std::istringstream in(s);
-  int32_t n = 0;
-  for (std::string w; in >> w;) ++n;
-  return n;
-}
-
-}  // namespace
+using fb::word_count;
 
 TEST(Workload, SameSeedSameRequests) {
   const fb::WorkloadOptions o{.num_requests = 20, .input_len = 32, .output_len = 16, .range_ratio = 0.5, .seed = 7};
