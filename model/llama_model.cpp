@@ -82,4 +82,16 @@ std::string LlamaModel::chat_template_source() const {
   return file_->get_string("tokenizer.chat_template", "");
 }
 
+ChatTemplate LlamaModel::chat_template() const {
+  const Tokenizer& tok = *tokenizer_;
+  return ChatTemplate::from_source(chat_template_source(), tok.token_text(tok.bos_id()), tok.token_text(tok.eos_id()));
+}
+
+std::vector<int32_t> LlamaModel::encode_chat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages) const {
+  const Tokenizer& tok = *tokenizer_;
+  const std::string text = tmpl.apply(messages, /*add_generation_prompt=*/true);
+  const bool has_bos = tok.bos_id() >= 0 && text.starts_with(tok.token_text(tok.bos_id()));
+  return tok.encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
+}
+
 }  // namespace flashserve

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 #include "kernels/dtype.h"
+#include "model/chat_template.h"
 #include "model/forward_batch.h"
 #include "model/gguf.h"
 #include "model/kv_cache.h"
@@ -40,6 +41,11 @@ class LlamaModel {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const GgufFile& file() const { return *file_; }
   std::string chat_template_source() const;  // empty if the file has none
+  // The file's chat template with this vocabulary's BOS/EOS texts; throws UnsupportedTemplate.
+  ChatTemplate chat_template() const;
+  // Messages -> prompt ids: the template with a generation prompt, special tokens parsed, BOS
+  // added only when the template did not already render it (Llama-2/3 and Gemma do).
+  std::vector<int32_t> encode_chat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages) const;
 
   // Runs one step: writes the new tokens' K/V into `cache` and returns logits.
   // Throws std::invalid_argument for a malformed batch (token out of vocab, block table too short,

@@ -1,5 +1,6 @@
 #include "scheduler/engine.h"
 
+#include <algorithm>
 #include <random>
 
 namespace flashserve {
@@ -195,6 +196,10 @@ void Engine::publish_stats(bool stepped) {
   stats_.prefix_cache = kv_.prefix_stats();
   stats_.num_steps += stepped;
   stats_.heartbeat = Clock::now();
+}
+
+int32_t Engine::max_model_len() const {
+  return std::min(cfg_.scheduler.max_model_len, kv_.num_blocks() * kv_.block_size());
 }
 
 EngineStats Engine::stats() const {

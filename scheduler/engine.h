@@ -81,6 +81,9 @@ class Engine {
   bool step();
 
   EngineStats stats() const;
+  // The longest sequence (prompt + output) one request may have: the context window, or what the
+  // whole KV cache holds if that is less. Constant; any thread may ask.
+  int32_t max_model_len() const;
   void set_step_observer(std::function<void(const StepStats&)> observer) { on_step_ = std::move(observer); }
 
  private:

@@ -2,7 +2,6 @@
 
 #include <cstdio>
 
-#include "model/chat_template.h"
 #include "model/llama_model.h"
 #include "model/model_runner.h"
 
@@ -12,14 +11,8 @@ namespace {
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 std::vector<int32_t> encode_prompt(const LlamaModel& m, const std::string& prompt, bool chat) {
-  const Tokenizer& tok = m.tokenizer();
-  if (!chat) return tok.encode(prompt, true, false);
-  const auto tmpl = ChatTemplate::from_source(m.chat_template_source(), tok.token_text(tok.bos_id()),
-                                              tok.token_text(tok.eos_id()));
-  const std::string text = tmpl.apply({{"user", prompt}}, /*add_generation_prompt=*/true);
-  // Templates of some families (Llama-2/3, Gemma) already render the BOS text; don't add a second.
-  const bool has_bos = tok.bos_id() >= 0 && text.starts_with(tok.token_text(tok.bos_id()));
-  return tok.encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
+  if (!chat) return m.tokenizer().encode(prompt, true, false);
+  return m.encode_chat(m.chat_template(), {{"user", prompt}});
 }
 
 struct Generation {
@@ -56,8 +49,8 @@ int generate(const GenerateOptions& o) {
   const auto start = Clock::now();
   for (size_t i = 0; i < o.prompts.size(); ++i) {
     GenerateRequest req{"prompt-" + std::to_string(i), encode_prompt(*model, o.prompts[i], o.chat), o.sampling};
-    // Leave room in the context window rather than refuse a long prompt outright.
-    const int32_t room = model->config().context_len - int32_t(req.prompt_ids.size());
+    // Cap max_tokens at what fits (context window and KV cache) rather than refuse outright.
+    const int32_t room = engine.max_model_len() - int32_t(req.prompt_ids.size());
     req.params.max_tokens = std::max(1, std::min(req.params.max_tokens, room));
     Generation* g = &gens[i];
     const auto rejected = engine.submit(std::move(req), [g, stream](const RequestOutput& out) {

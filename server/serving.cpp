@@ -43,10 +43,8 @@ Serving::Serving(const LlamaModel& model, std::string served_model_name, const E
       observer_(observer),
       runner_(model, options.num_kv_blocks(model.config()), options.block_size),
       engine_(runner_, model.tokenizer(), options.engine_config()) {
-  const Tokenizer& tok = model.tokenizer();
   try {
-    template_ = std::make_unique<ChatTemplate>(ChatTemplate::from_source(
-        model.chat_template_source(), tok.token_text(tok.bos_id()), tok.token_text(tok.eos_id())));
+    template_ = std::make_unique<ChatTemplate>(model.chat_template());
   } catch (const UnsupportedTemplate& e) {
     template_error_ = e.what();
     spdlog::warn("chat completions disabled: {}", template_error_);
@@ -61,11 +59,7 @@ Serving::~Serving() { engine_.stop(); }
 
 std::vector<int32_t> Serving::chat_prompt(const std::vector<ChatMessage>& messages) const {
   if (!template_) throw UnsupportedTemplate(template_error_);
-  const Tokenizer& tok = tokenizer();
-  const std::string text = template_->apply(messages, /*add_generation_prompt=*/true);
-  // Templates of some families (Llama-2/3, Gemma) already render the BOS text; don't add a second.
-  const bool has_bos = tok.bos_id() >= 0 && text.starts_with(tok.token_text(tok.bos_id()));
-  return tok.encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
+  return model_.encode_chat(*template_, messages);
 }
 
 std::vector<int32_t> Serving::text_prompt(const std::string& text) const {
@@ -96,10 +90,6 @@ SubmitResult Serving::submit(std::vector<int32_t> prompt_ids, SamplingParams par
 
 void Serving::cancel(const std::string& req_id) { engine_.cancel(req_id); }
 
-int32_t Serving::max_model_len() const {
-  const int64_t pool_tokens = int64_t(runner_.num_kv_blocks()) * runner_.block_size();
-  return int32_t(std::min<int64_t>(context_len(), pool_tokens));
-}
 
 bool Serving::wait_idle(Clock::time_point deadline) {
   std::unique_lock lock(idle_mu_);

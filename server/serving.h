@@ -61,9 +61,8 @@ class Serving {
   const std::string& model_name() const { return model_name_; }
   int32_t context_len() const { return model_.config().context_len; }
   int32_t kv_block_size() const { return runner_.block_size(); }
-  // The longest sequence (prompt + output) one request can have: the context window, or what the
-  // whole KV cache holds if that is less. Default max_tokens fills up to it.
-  int32_t max_model_len() const;
+  // The longest prompt + output one request may have (see Engine); default max_tokens fills up to it.
+  int32_t max_model_len() const { return engine_.max_model_len(); }
 
   // Chat messages -> prompt token ids through the model's template. Throws UnsupportedTemplate or
   // std::invalid_argument (bad roles or order) with a message fit for a 400.

@@ -126,10 +126,8 @@ TEST_F(SmolLM2, LogitsMatchF64Reference) {
 
 TEST_F(SmolLM2, GreedyChatAnswerIsCoherent) {
   const Tokenizer& tok = model_->tokenizer();
-  const auto tmpl = ChatTemplate::from_source(model_->chat_template_source(), tok.token_text(tok.bos_id()),
-                                              tok.token_text(tok.eos_id()));
   std::vector<int32_t> tokens =
-      tok.encode(tmpl.apply({{"user", "Explain photosynthesis in simple terms."}}, true), true, true);
+      model_->encode_chat(model_->chat_template(), {{"user", "Explain photosynthesis in simple terms."}});
   KvCache cache(model_->config(), 16, 16);
   SequenceInput s;
   s.block_table.resize(16);

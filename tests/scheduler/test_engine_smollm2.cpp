@@ -4,7 +4,6 @@
 
 #include <random>
 
-#include "model/chat_template.h"
 #include "model/llama_model.h"
 #include "tests/util/engine_harness.h"
 #include "tests/util/test_paths.h"
@@ -20,11 +19,8 @@ class EngineSmolLM2 : public ::testing::Test {
   static void TearDownTestSuite() { delete model_; }
 
   static Job target() {
-    const Tokenizer& tok = model_->tokenizer();
-    const auto tmpl = ChatTemplate::from_source(model_->chat_template_source(), tok.token_text(tok.bos_id()),
-                                                tok.token_text(tok.eos_id()));
-    const std::string text = tmpl.apply({{"user", "Explain photosynthesis in simple terms."}}, true);
-    return {tok.encode(text, true, true), test::greedy(24)};
+    return {model_->encode_chat(model_->chat_template(), {{"user", "Explain photosynthesis in simple terms."}}),
+            test::greedy(24)};
   }
 
   // The target second, behind one long request whose growth forces the target (the later arrival)
