@@ -1,7 +1,10 @@
 // Activations times a weight matrix stored in any DType, read in place (never expanded to f32).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include "kernels/dtype.h"
+
+struct CUstream_st;  // cudaStream_t
 
 namespace flashserve::kernels {
 
@@ -14,5 +17,43 @@ void matmul(const float* x, int64_t num_tokens, int64_t k, const void* w, DType 
 
 // Row `row` of W expanded to f32 (embedding lookup).  out: [k]
 void get_row(const void* w, DType wtype, int64_t k, int64_t row, float* out);
+
+// Rows ids[0..n-1] of W expanded to f32 (the embedding gather for a batch).  out: [n][k]
+void get_rows(const void* w, DType wtype, int64_t k, const int32_t* ids, int64_t n, float* out);
+
+namespace cuda {
+// The CUDA twins (CUDA builds only); every pointer is device memory, W in the same GGUF layout.
+
+// Owns the cuBLASLt handle and the scratch that large-batch products expand weights into.
+class MatmulContext {
+ public:
+  MatmulContext();
+  ~MatmulContext();
+  MatmulContext(const MatmulContext&) = delete;
+  MatmulContext& operator=(const MatmulContext&) = delete;
+  // Grows the scratch so that products up to these sizes allocate nothing: call it before capturing
+  // a CUDA graph, which must not allocate.
+  void reserve(int64_t max_tokens, int64_t max_k, int64_t max_n_out);
+
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Up to this many rows of x, our dequantizing kernel reads W in place (decode: bandwidth bound).
+// Above it, W is expanded to F16 (BF16 for BF16 weights) in the scratch and cuBLASLt multiplies with
+// f32 accumulation (prefill: compute bound). F32 weights always go to cuBLASLt in f32.
+constexpr int64_t kGemvMaxTokens = 8;
+
+// The CPU contract: y[t][o] = sum_k x[t][k] * W[o][k]. Queued on `stream`.
+void matmul(MatmulContext& ctx, const float* x, int64_t num_tokens, int64_t k, const void* w, DType wtype,
+            int64_t n_out, float* y, CUstream_st* stream);
+
+// ids: [n] on the device; an id outside W's rows is the caller's bug (the model checks token ids).
+void get_rows(const void* w, DType wtype, int64_t k, const int32_t* ids, int64_t n, float* out,
+              CUstream_st* stream);
+}  // namespace cuda
 
 }  // namespace flashserve::kernels

@@ -3,7 +3,11 @@
 // holding its positions 0..context_len-1 in order (position p lives in block_table[p / block_size]
 // at offset p % block_size). A slot is block * block_size + offset.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include "kernels/dtype.h"
+
+struct CUstream_st;  // cudaStream_t, without pulling CUDA headers into CPU code
 
 namespace flashserve::kernels {
 
@@ -35,5 +39,48 @@ struct AttentionSeq {
 void paged_attention(const float* q, const float* k_cache, const float* v_cache, const KvLayout& layout,
                      const AttentionSeq* seqs, int32_t num_seqs, int32_t num_heads, float scale,
                      float* out);
+
+namespace cuda {
+// The CUDA twins (CUDA builds only). Same layout and causal rule as above, with two differences: the
+// caches hold F16 or BF16 (`kv_type`; q, k, v and out stay f32, math is f32), and a batch is
+// described by device arrays. All pointers are device memory; work is queued on `stream`. Head dims
+// 64 and 128 are supported. Shape errors throw std::invalid_argument, a failed launch
+// std::runtime_error.
+struct AttentionBatch {
+  const int32_t* query_start;   // [num_seqs + 1]: sequence s owns rows query_start[s] .. query_start[s+1]-1
+  const int32_t* context_lens;  // [num_seqs]: positions 0 .. context_len-1, the new ones included
+  const int32_t* block_tables;  // [num_seqs][max_blocks_per_seq]
+  int32_t num_seqs = 0;
+  int32_t max_blocks_per_seq = 0;
+  // Host-side upper bounds that size the grid. A CUDA graph captures the grid, so the engine passes
+  // the model's limits here rather than this step's, and blocks beyond a sequence's extent exit.
+  int32_t max_num_queries = 0;
+  int32_t max_context_len = 0;
+};
+
+// k, v: [num_tokens][num_kv_heads][head_dim] f32, rounded to nearest (even) kv_type as they are stored.
+// Tokens whose slot is negative are skipped, so the padding rows of a CUDA graph can carry slot -1.
+void kv_write(const KvLayout& layout, DType kv_type, void* k_cache, void* v_cache, const float* k,
+              const float* v, const int32_t* slot_mapping, int64_t num_tokens, CUstream_st* stream);
+
+// FlashAttention-2 style over a ragged batch: each thread block owns a tile of one sequence's
+// queries for one head, streams that sequence's K/V pages through shared memory and keeps an online
+// softmax, so no [queries x context] matrix is ever stored. Reads earlier context from the pages,
+// so chunked prefill and prefix-cache hits need nothing special.
+void prefill_attention(const float* q, const void* k_cache, const void* v_cache, DType kv_type,
+                       const KvLayout& layout, const AttentionBatch& batch, int32_t num_heads, float scale,
+                       float* out, CUstream_st* stream);
+
+// Flash-decoding: every sequence has one query (query_start[s] == s). The context is split into
+// partitions of kDecodePartition positions, each reduced by its own thread block, then merged; the
+// split depends only on the context length, never on the batch. Each K/V page is read once per KV
+// head, for all the query heads of its group.
+constexpr int32_t kDecodePartition = 512;
+size_t decode_attention_workspace_bytes(int32_t num_seqs, int32_t num_heads, int32_t head_dim,
+                                        int32_t max_context_len);
+void decode_attention(const float* q, const void* k_cache, const void* v_cache, DType kv_type,
+                      const KvLayout& layout, const AttentionBatch& batch, int32_t num_heads, float scale,
+                      float* out, void* workspace, CUstream_st* stream);
+}  // namespace cuda
 
 }  // namespace flashserve::kernels

@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+struct CUstream_st;  // cudaStream_t
+
 namespace flashserve::kernels {
 
 struct RopeParams {
@@ -16,5 +18,12 @@ struct RopeParams {
 // x: [num_tokens][num_heads][head_dim], rotated in place; positions: [num_tokens].
 void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
           const RopeParams& p);
+
+namespace cuda {
+// The same contract on device pointers (positions and p.freq_factors too), angles computed in the
+// kernel rather than read from a table. Queued on `stream` (CUDA builds only).
+void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
+          const RopeParams& p, CUstream_st* stream);
+}  // namespace cuda
 
 }  // namespace flashserve::kernels

@@ -3,73 +3,17 @@
 // blocks. No op reduces across rows, so a row's result does not depend on what else is batched.
 #include <algorithm>
 #include <cmath>
-#include <stdexcept>
-#include <string>
 
 #include "kernels/matmul.h"
 #include "kernels/paged_attention.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
+#include "model/flat_batch.h"
 #include "model/llama_model.h"
 
 namespace flashserve {
 namespace {
-
-struct FlatBatch {
-  std::vector<int32_t> token_ids;     // [num_tokens]
-  std::vector<int32_t> positions;     // [num_tokens]
-  std::vector<int32_t> slot_mapping;  // [num_tokens]: where each token's K/V goes
-  std::vector<kernels::AttentionSeq> attn_seqs;
-  std::vector<int32_t> logit_rows;    // token rows to compute logits for
-};
-
-void fail(size_t seq, const std::string& what) {
-  throw std::invalid_argument("forward batch, sequence " + std::to_string(seq) + ": " + what);
-}
-
-void check_sequence(const SequenceInput& s, size_t i, const ModelConfig& cfg, const KvCache& cache) {
-  if (s.token_ids.empty()) fail(i, "no new tokens");
-  if (s.num_computed_tokens < 0) fail(i, "negative num_computed_tokens");
-  const int64_t total = int64_t(s.num_computed_tokens) + int64_t(s.token_ids.size());
-  if (total > cfg.context_len) {
-    fail(i, std::to_string(total) + " tokens exceed the context window of " + std::to_string(cfg.context_len));
-  }
-  if (int64_t(s.block_table.size()) * cache.block_size() < total) {
-    fail(i, "block table of " + std::to_string(s.block_table.size()) + " blocks cannot hold " +
-                std::to_string(total) + " tokens");
-  }
-  for (int32_t b : s.block_table) {
-    if (b < 0 || b >= cache.num_blocks()) fail(i, "block " + std::to_string(b) + " out of range");
-  }
-  for (int32_t t : s.token_ids) {
-    if (t < 0 || t >= cfg.vocab_size) fail(i, "token id " + std::to_string(t) + " out of range");
-  }
-}
-
-FlatBatch flatten(const ForwardBatch& batch, const ModelConfig& cfg, const KvCache& cache, ForwardOutput& out) {
-  if (batch.seqs.empty()) throw std::invalid_argument("forward batch is empty");
-  FlatBatch fb;
-  const int32_t bs = cache.block_size();
-  for (size_t i = 0; i < batch.seqs.size(); ++i) {
-    const SequenceInput& s = batch.seqs[i];
-    check_sequence(s, i, cfg, cache);
-    const int32_t start = int32_t(fb.token_ids.size());
-    const int32_t n = int32_t(s.token_ids.size());
-    for (int32_t j = 0; j < n; ++j) {
-      const int32_t pos = s.num_computed_tokens + j;
-      fb.token_ids.push_back(s.token_ids[j]);
-      fb.positions.push_back(pos);
-      fb.slot_mapping.push_back(s.block_table[pos / bs] * bs + pos % bs);
-    }
-    fb.attn_seqs.push_back({start, n, s.num_computed_tokens + n, s.block_table.data()});
-    out.first_row.push_back(int32_t(fb.logit_rows.size()));
-    const int32_t first = s.logits == LogitRows::All ? 0 : s.logits == LogitRows::Last ? n - 1 : n;
-    out.num_rows.push_back(n - first);
-    for (int32_t j = first; j < n; ++j) fb.logit_rows.push_back(start + j);
-  }
-  return fb;
-}
 
 void linear(const float* x, int64_t num_tokens, const WeightMatrix& w, float* y) {
   kernels::matmul(x, num_tokens, w.cols, w.data, w.type, w.rows, y);
@@ -92,8 +36,7 @@ struct Activations {
 ForwardOutput LlamaModel::forward(const ForwardBatch& batch, KvCache& cache) const {
   const ModelConfig& c = cfg_;
   ForwardOutput out;
-  out.vocab_size = c.vocab_size;
-  const FlatBatch fb = flatten(batch, c, cache, out);
+  const FlatBatch fb = flatten(batch, c, cache.block_size(), cache.num_blocks(), out);
   const int64_t T = int64_t(fb.token_ids.size());
   Activations a(T, c);
 

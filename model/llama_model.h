@@ -52,6 +52,13 @@ class LlamaModel {
   // block out of range, position beyond the context window).
   ForwardOutput forward(const ForwardBatch& batch, KvCache& cache) const;
 
+  // The bound weights, for backends that keep their own copy (the CUDA runner uploads them once).
+  const WeightMatrix& token_embedding() const { return token_embd_; }
+  const WeightMatrix& output_weight() const { return output_; }
+  const std::vector<float>& output_norm() const { return output_norm_; }
+  const std::vector<float>& rope_freq_factors() const { return rope_freq_factors_; }
+  const std::vector<LayerWeights>& layers() const { return layers_; }
+
  private:
   LlamaModel() = default;
   void bind_weights();

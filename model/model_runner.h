@@ -19,6 +19,8 @@ class ModelRunner {
   virtual int32_t block_size() const = 0;
   // Throws std::invalid_argument for a malformed batch.
   virtual ForwardOutput forward(const ForwardBatch& batch) = 0;
+  // True if forward() honours SequenceInput::sample; the engine then sends sampling there.
+  virtual bool samples_on_device() const { return false; }
 };
 
 // A LlamaModel with a KV cache of `num_blocks` blocks.

@@ -19,14 +19,21 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-ForwardBatch build_batch(const SchedulerOutput& out) {
+// With `device_sampling`, sampling requests send their sampler's step along, so the runner returns
+// tokens rather than logits (requests that need logits, for logprobs, still get them).
+ForwardBatch build_batch(const SchedulerOutput& out, bool device_sampling) {
   ForwardBatch batch;
   batch.seqs.reserve(out.scheduled.size());
   for (const ScheduledRequest& s : out.scheduled) {
-    const Request& r = *s.req;
+    Request& r = *s.req;
     const auto first = r.token_ids.begin() + r.num_computed_tokens;
     batch.seqs.push_back({r.num_computed_tokens, std::vector<int32_t>(first, first + s.num_scheduled_tokens),
                           r.kv.block_table, s.samples ? LogitRows::Last : LogitRows::None});
+    DeviceSampling d;
+    if (s.samples && device_sampling && r.sampler.device_row(d.row, d.adjusts)) {
+      batch.seqs.back().sample = int32_t(batch.samples.size());
+      batch.samples.push_back(std::move(d));
+    }
   }
   return batch;
 }
@@ -143,8 +150,9 @@ void Engine::drain_inbox() {
 
 void Engine::run_batch(const SchedulerOutput& out) {
   ForwardOutput logits;
+  const ForwardBatch batch = build_batch(out, runner_.samples_on_device());
   try {
-    logits = runner_.forward(build_batch(out));
+    logits = runner_.forward(batch);
   } catch (const std::exception& e) {
     // A plan the model refuses is our bug, not the client's: fail those requests, keep serving.
     std::vector<Request*> failed;
@@ -159,7 +167,14 @@ void Engine::run_batch(const SchedulerOutput& out) {
   }
   std::vector<SampledToken> sampled(out.scheduled.size());
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    if (out.scheduled[i].samples) sampled[i] = out.scheduled[i].req->sampler.sample(logits.row(int32_t(i)), logits.vocab_size);
+    if (!out.scheduled[i].samples) continue;
+    RequestSampler& sampler = out.scheduled[i].req->sampler;
+    if (batch.seqs[i].sample >= 0) {
+      sampled[i].token = logits.sampled.at(i);
+      sampler.record(sampled[i].token);
+    } else {
+      sampled[i] = sampler.sample(logits.row(int32_t(i)), logits.vocab_size);
+    }
   }
   std::vector<RequestUpdate> updates = scheduler_.update(out, sampled);
   publish_stats(true);  // before anyone hears of a finish, its blocks show as free

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 
 #include "kernels/softmax.h"
@@ -279,6 +280,38 @@ SampledToken RequestSampler::sample(const float* logits, int32_t vocab) {
   if (params_.logprobs >= 0) fill_logprobs(logits, vocab, params_.logprobs, s, out);
   ++output_counts_[out.token];
   return out;
+}
+
+bool RequestSampler::device_row(kernels::SamplingRow& row, std::vector<kernels::TokenAdjust>& adjusts) {
+  if (params_.logprobs >= 0) return false;
+  std::map<int32_t, kernels::TokenAdjust> touched;  // ordered, so the list is the same every run
+  auto entry = [&](int32_t id) -> kernels::TokenAdjust& {
+    return touched.try_emplace(id, kernels::TokenAdjust{id, 0, 0, 0.0f}).first->second;
+  };
+  for (const auto& [id, bias] : params_.logit_bias) entry(id).bias += bias;
+  const bool repetition = params_.repetition_penalty != 1.0f;
+  if (repetition) {
+    for (int32_t id : prompt_tokens_) entry(id).seen = 1;
+  }
+  if (repetition || params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f) {
+    for (const auto& [id, count] : output_counts_) {
+      kernels::TokenAdjust& e = entry(id);
+      e.output_count = count;
+      e.seen = 1;
+    }
+  }
+  row.temperature = params_.temperature;
+  row.top_k = params_.top_k;
+  row.top_p = params_.top_p;
+  row.min_p = params_.min_p;
+  row.repetition_penalty = params_.repetition_penalty;
+  row.presence_penalty = params_.presence_penalty;
+  row.frequency_penalty = params_.frequency_penalty;
+  row.uniform = params_.temperature == 0.0f ? 0.0 : uniform01(rng_);
+  row.adjust_begin = int32_t(adjusts.size());
+  for (const auto& [id, e] : touched) adjusts.push_back(e);
+  row.adjust_end = int32_t(adjusts.size());
+  return true;
 }
 
 }  // namespace flashserve

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+#include "kernels/sampling.h"
 #include "scheduler/sampling_params.h"
 
 namespace flashserve {
@@ -35,6 +36,14 @@ class RequestSampler {
   // Applies bias and penalties, then greedy / temperature + top-k + top-p + min-p sampling.
   // Records the chosen token for later penalties. logits: [vocab], not modified.
   SampledToken sample(const float* logits, int32_t vocab);
+
+  // The same step for a sampler on the device (kernels::sample_rows): fills `row` with this
+  // request's parameters and the uniform sample() would draw now (drawn from the same RNG, so the
+  // stream of draws is the same either way), and appends the tokens bias and history touch to
+  // `adjusts`. False, drawing nothing, when the request needs its logits on the host (logprobs).
+  bool device_row(kernels::SamplingRow& row, std::vector<kernels::TokenAdjust>& adjusts);
+  // Records a token the device picked, for later penalties (sample() records its own).
+  void record(int32_t token) { ++output_counts_[token]; }
 
  private:
   const SamplingParams params_;

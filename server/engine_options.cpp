@@ -4,7 +4,13 @@
 #include <stdexcept>
 #include <string>
 
+#include <spdlog/spdlog.h>
+
 #include "model/model_runner.h"
+#ifdef FLASHSERVE_HAVE_CUDA
+#include "kernels/device.h"
+#include "model/cuda_runner.h"
+#endif
 
 namespace flashserve {
 namespace {
@@ -39,6 +45,17 @@ void EngineOptions::add_to(CLI::App& app) {
       ->capture_default_str();
   app.add_flag("--no-prefix-caching", no_prefix_caching, "Turn off automatic prefix caching");
   app.add_flag("--priority-scheduling", priority_scheduling, "Serve by request priority, then arrival (default: arrival)");
+  app.add_option("--device", device, "Where the model runs: cpu, cuda, or auto (cuda when a GPU is visible)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--gpu-memory-fraction", gpu_memory_fraction,
+                 "cuda: share of GPU memory for weights, activations and the KV cache (which gets the rest)")
+      ->check(CLI::Range(0.05, 1.0))
+      ->capture_default_str();
+  app.add_option("--kv-cache-dtype", kv_cache_dtype, "cuda: KV cache element type")
+      ->check(CLI::IsMember({"f16", "bf16"}))
+      ->capture_default_str();
+  app.add_flag("--no-cuda-graphs", no_cuda_graphs, "cuda: launch decode steps kernel by kernel instead of replaying graphs");
 }
 
 EngineConfig EngineOptions::engine_config() const {
@@ -56,6 +73,37 @@ int32_t EngineOptions::num_kv_blocks(const ModelConfig& cfg) const {
   const int32_t blocks = kv_blocks_for_budget(cfg, block_size, budget);
   if (blocks < 1) throw std::invalid_argument("the KV cache budget of " + std::to_string(budget) + " bytes holds no block");
   return blocks;
+}
+
+#ifdef FLASHSERVE_HAVE_CUDA
+namespace {
+
+std::unique_ptr<ModelRunner> make_cuda_runner(const LlamaModel& model, const EngineOptions& e) {
+  CudaRunnerOptions o;
+  o.memory_fraction = e.gpu_memory_fraction;
+  o.kv_cache_bytes = e.kv_cache_bytes;
+  o.block_size = e.block_size;
+  o.kv_type = e.kv_cache_dtype == "bf16" ? kernels::DType::BF16 : kernels::DType::F16;
+  o.max_num_seqs = e.max_num_seqs;
+  o.max_num_batched_tokens = e.max_num_batched_tokens;
+  o.cuda_graphs = !e.no_cuda_graphs;
+  auto runner = std::make_unique<CudaLlamaRunner>(model, o);  // throws first if there is no GPU
+  spdlog::info("device: cuda ({}), KV cache {}, CUDA graphs {}", kernels::cuda::device_name(), e.kv_cache_dtype,
+               o.cuda_graphs ? "on" : "off");
+  return runner;
+}
+
+}  // namespace
+#endif
+
+std::unique_ptr<ModelRunner> EngineOptions::make_runner(const LlamaModel& model) const {
+#ifdef FLASHSERVE_HAVE_CUDA
+  if (device == "cuda" || (device == "auto" && kernels::cuda::device_count() > 0)) return make_cuda_runner(model, *this);
+#else
+  if (device == "cuda") throw std::invalid_argument("--device cuda: this build has no CUDA backend (nvcc was not found)");
+#endif
+  spdlog::info("device: cpu");
+  return std::make_unique<LlamaRunner>(model, num_kv_blocks(model.config()), block_size);
 }
 
 }  // namespace flashserve

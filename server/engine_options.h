@@ -1,8 +1,11 @@
 // Engine and KV-cache flags shared by the commands that run the engine.
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <CLI/CLI.hpp>
 #include "model/model_config.h"
+#include "model/model_runner.h"
 #include "scheduler/engine.h"
 
 namespace flashserve {
@@ -16,11 +19,18 @@ struct EngineOptions {
   int32_t max_waiting = 1024;
   bool no_prefix_caching = false;
   bool priority_scheduling = false;
+  std::string device = "auto";       // auto: cuda when this build has it and a GPU is visible, else cpu
+  double gpu_memory_fraction = 0.9;  // --device cuda: share of GPU memory for weights, activations, KV
+  std::string kv_cache_dtype = "f16";  // --device cuda: f16 or bf16 (the CPU cache is f32)
+  bool no_cuda_graphs = false;
 
   void add_to(CLI::App& app);
   EngineConfig engine_config() const;
   // KV blocks for this model: the byte budget, or the fraction of MemAvailable.
   int32_t num_kv_blocks(const ModelConfig& cfg) const;
+  // The runner --device asks for. Throws std::invalid_argument for cuda in a build without it, or
+  // std::runtime_error when no GPU is visible.
+  std::unique_ptr<ModelRunner> make_runner(const LlamaModel& model) const;
 };
 
 }  // namespace flashserve

@@ -42,8 +42,8 @@ void report(const std::vector<Generation>& gens, Clock::time_point start) {
 
 int generate(const GenerateOptions& o) {
   const auto model = LlamaModel::load(o.model_path);
-  LlamaRunner runner(*model, o.engine.num_kv_blocks(model->config()), o.engine.block_size);
-  Engine engine(runner, model->tokenizer(), o.engine.engine_config());
+  const auto runner = o.engine.make_runner(*model);
+  Engine engine(*runner, model->tokenizer(), o.engine.engine_config());
   const bool stream = o.prompts.size() == 1;
   std::vector<Generation> gens(o.prompts.size());
   const auto start = Clock::now();

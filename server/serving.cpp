@@ -41,8 +41,8 @@ Serving::Serving(const LlamaModel& model, std::string served_model_name, const E
     : model_(model),
       model_name_(std::move(served_model_name)),
       observer_(observer),
-      runner_(model, options.num_kv_blocks(model.config()), options.block_size),
-      engine_(runner_, model.tokenizer(), options.engine_config()) {
+      runner_(options.make_runner(model)),
+      engine_(*runner_, model.tokenizer(), options.engine_config()) {
   try {
     template_ = std::make_unique<ChatTemplate>(model.chat_template());
   } catch (const UnsupportedTemplate& e) {
@@ -50,8 +50,8 @@ Serving::Serving(const LlamaModel& model, std::string served_model_name, const E
     spdlog::warn("chat completions disabled: {}", template_error_);
   }
   if (observer_) engine_.set_step_observer([this](const StepStats& s) { observer_->on_step(s); });
-  spdlog::info("KV cache: {} blocks of {} tokens ({} tokens)", runner_.num_kv_blocks(), runner_.block_size(),
-               int64_t(runner_.num_kv_blocks()) * runner_.block_size());
+  spdlog::info("KV cache: {} blocks of {} tokens ({} tokens)", runner_->num_kv_blocks(), runner_->block_size(),
+               int64_t(runner_->num_kv_blocks()) * runner_->block_size());
   engine_.start();
 }
 

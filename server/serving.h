@@ -60,7 +60,7 @@ class Serving {
   const Tokenizer& tokenizer() const { return model_.tokenizer(); }
   const std::string& model_name() const { return model_name_; }
   int32_t context_len() const { return model_.config().context_len; }
-  int32_t kv_block_size() const { return runner_.block_size(); }
+  int32_t kv_block_size() const { return runner_->block_size(); }
   // The longest prompt + output one request may have (see Engine); default max_tokens fills up to it.
   int32_t max_model_len() const { return engine_.max_model_len(); }
 
@@ -93,7 +93,7 @@ class Serving {
   ServingObserver* observer_;
   std::unique_ptr<ChatTemplate> template_;  // null if the model has none we can apply
   std::string template_error_;
-  LlamaRunner runner_;
+  std::unique_ptr<ModelRunner> runner_;  // CPU or GPU, per --device
   Engine engine_;
   std::atomic<uint64_t> next_id_{0};
   std::atomic<bool> draining_{false};

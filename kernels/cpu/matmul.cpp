@@ -274,4 +274,11 @@ void get_row(const void* w, DType wtype, int64_t k, int64_t row, float* out) {
   dequantize_row(wtype, static_cast<const char*>(w) + row * row_bytes(wtype, k), out, k);
 }
 
+void get_rows(const void* w, DType wtype, int64_t k, const int32_t* ids, int64_t n, float* out) {
+  // Checked once up front: nothing inside the parallel loop may throw.
+  check_k(wtype, k);
+#pragma omp parallel for schedule(static) if (n > 1 && n * k >= (1 << 16))
+  for (int64_t i = 0; i < n; ++i) get_row(w, wtype, k, ids[i], out + i * k);
+}
+
 }  // namespace flashserve::kernels

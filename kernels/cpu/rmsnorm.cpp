@@ -25,11 +25,27 @@ void rmsnorm_row(const float* x, const float* weight, float* y, int64_t dim, flo
     store_upto(y + i, mul(mul(load_upto(x + i, dim - i), scale), load_upto(weight + i, dim - i)), dim - i);
 }
 
+void add_row(float* x, const float* residual, int64_t dim) {
+  for (int64_t i = 0; i < dim; i += W)
+    store_upto(x + i, add(load_upto(x + i, dim - i), load_upto(residual + i, dim - i)), dim - i);
+}
+
 }  // namespace
 
 void rmsnorm(const float* x, const float* weight, float* y, int64_t num_rows, int64_t dim, float eps) {
 #pragma omp parallel for schedule(static) if (num_rows > 1 && num_rows * dim >= kParallelMin)
   for (int64_t r = 0; r < num_rows; ++r) rmsnorm_row(x + r * dim, weight, y + r * dim, dim, eps);
+}
+
+// Row by row, so the norm reads the summed row while it is still in cache; the add is exact IEEE
+// addition either way, so y equals a separate add followed by rmsnorm() bit for bit.
+void add_rmsnorm(float* x, const float* residual, const float* weight, float* y, int64_t num_rows, int64_t dim,
+                 float eps) {
+#pragma omp parallel for schedule(static) if (num_rows > 1 && num_rows * dim >= kParallelMin)
+  for (int64_t r = 0; r < num_rows; ++r) {
+    add_row(x + r * dim, residual + r * dim, dim);
+    rmsnorm_row(x + r * dim, weight, y + r * dim, dim, eps);
+  }
 }
 
 }  // namespace flashserve::kernels

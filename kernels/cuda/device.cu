@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/cuda_check.h"
+
 namespace flashserve::kernels::cuda {
 
 int device_count() {
@@ -12,6 +14,12 @@ int device_count() {
     return 0;
   }
   return n;
+}
+
+std::string device_name() {
+  cudaDeviceProp prop{};
+  FLASHSERVE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  return prop.name;
 }
 
 }  // namespace flashserve::kernels::cuda

@@ -134,6 +134,36 @@ TEST(Matmul, GetRowDecodesOneRow) {
   }
 }
 
+// A gather is get_row per id: bit for bit, with repeated and out-of-order ids, in batches large
+// enough to go parallel; n = 0 writes nothing.
+TEST(Matmul, GetRowsEqualsGetRowPerId) {
+  std::mt19937 rng(25);
+  for (DType t : kAllTypes) {
+    for (int64_t k : {int64_t(96), int64_t(576), int64_t(quantized(t) ? 32 : 37)}) {
+      const int64_t n_rows = 11;
+      const auto w = random_weights(rng, t, n_rows, k);
+      for (int64_t n : {0, 1, 5, 300}) {
+        std::vector<int32_t> ids(static_cast<size_t>(n));
+        std::uniform_int_distribution<int32_t> pick(0, int32_t(n_rows - 1));
+        for (int32_t& id : ids) id = pick(rng);
+        std::vector<float> out(size_t(n * k) + 1, NAN), want(static_cast<size_t>(k));
+        out.back() = 12345.0f;  // a sentinel past the last row
+        get_rows(w.data(), t, k, ids.data(), n, out.data());
+        for (int64_t i = 0; i < n; ++i) {
+          get_row(w.data(), t, k, ids[i], want.data());
+          expect_bit_equal(&out[i * k], want.data(), k,
+                           std::string(dtype_name(t)) + " k=" + std::to_string(k) + " row " + std::to_string(i));
+        }
+        ASSERT_EQ(out.back(), 12345.0f) << dtype_name(t) << " wrote past n rows";
+      }
+    }
+  }
+  std::vector<uint8_t> w(row_bytes(DType::Q8_0, 64));
+  std::vector<float> out(48);
+  const int32_t id = 0;
+  EXPECT_THROW(get_rows(w.data(), DType::Q8_0, 48, &id, 1, out.data()), std::invalid_argument);
+}
+
 TEST(Matmul, RejectsPartialQuantBlocks) {
   std::vector<float> x(48), y(1);
   std::vector<uint8_t> w(64);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/rmsnorm.h"
@@ -37,6 +38,31 @@ TEST(RmsNorm, EpsilonDominatesTinyRows) {
   std::vector<float> x(8, 1e-6f), w(8, 1.0f), y(8);
   rmsnorm(x.data(), w.data(), y.data(), 1, 8, 1e-2f);
   EXPECT_NEAR(y[0], 1e-6 / std::sqrt(1e-12 + 1e-2), 1e-11);
+}
+
+// The fused op must be exactly "x += residual; rmsnorm(x)": x bit for bit (the add is exact IEEE
+// addition) and y bit for bit (the same reduction order), plus the f64 norm of the summed row.
+TEST(AddRmsNorm, EqualsAddThenRmsNormBitForBit) {
+  std::mt19937 rng(35);
+  for (int64_t rows : {1, 3, 7, 40}) {
+    for (int64_t dim : {1, 5, 16, 64, 100, 576, 1000}) {
+      const auto x0 = random_floats(rng, size_t(rows * dim), -4.0f, 4.0f);
+      const auto res = random_floats(rng, x0.size(), -4.0f, 4.0f);
+      const auto w = random_floats(rng, size_t(dim), 0.5f, 1.5f);
+      auto summed = x0;
+      for (size_t i = 0; i < summed.size(); ++i) summed[i] += res[i];
+      std::vector<float> want(x0.size()), y(x0.size());
+      rmsnorm(summed.data(), w.data(), want.data(), rows, dim, 1e-5f);
+
+      auto x = x0;
+      add_rmsnorm(x.data(), res.data(), w.data(), y.data(), rows, dim, 1e-5f);
+      const std::string tag = "rows=" + std::to_string(rows) + " dim=" + std::to_string(dim);
+      ASSERT_EQ(std::memcmp(x.data(), summed.data(), x.size() * 4), 0) << tag << ": x is not x + residual";
+      ASSERT_EQ(std::memcmp(y.data(), want.data(), y.size() * 4), 0) << tag << ": y differs from rmsnorm";
+      const auto ref = ref_rmsnorm(summed.data(), w.data(), rows, dim, 1e-5f);
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], 2e-6 * std::fabs(ref[i]) + 1e-30) << tag;
+    }
+  }
 }
 
 struct RopeCase {

@@ -135,6 +135,32 @@ TEST_F(EngineInvariance, SeededSamplingIgnoresWhatElseRuns) {
   EXPECT_NE(test::run_jobs(runner, *tok_, config(1, 4096), {other_seed}).results[0].tokens, alone_run);
 }
 
+// A runner that samples on the device (the CUDA one; here the fake, with the sampling op's CPU twin)
+// must give every request the tokens host sampling gives: same RNG draws, same penalties from the
+// same history, whatever the mix of greedy, seeded and logprobs requests in the batch.
+TEST_F(EngineInvariance, DeviceSamplingEqualsHostSampling) {
+  auto jobs = mixed_jobs(24, 9, 40, 30);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    SamplingParams& p = jobs[i].params;
+    if (i % 4 == 0) continue;  // greedy
+    p.temperature = 0.5f + 0.1f * float(i % 7);
+    p.seed = 100 + i;
+    p.top_k = i % 3 == 0 ? 20 : 0;
+    p.top_p = i % 5 == 0 ? 0.8f : 1.0f;
+    p.min_p = i % 6 == 1 ? 0.05f : 0.0f;
+    p.repetition_penalty = i % 2 ? 1.3f : 1.0f;
+    p.frequency_penalty = i % 3 == 1 ? 0.5f : 0.0f;
+    p.presence_penalty = i % 3 == 2 ? -0.4f : 0.0f;
+    if (i % 7 == 3) p.logit_bias = {{'a', 2.0f}, {'e', -1.5f}};
+    if (i % 9 == 5) p.logprobs = 1;  // needs its logits on the host: sampled there
+  }
+  test::FakeRunner host(test::kTinyVocab, 1024, 16, 4096);
+  test::FakeRunner device(test::kTinyVocab, 1024, 16, 4096, /*sample_on_device=*/true);
+  const auto want = test::run_jobs(host, *tok_, config(8, 64), jobs);
+  const auto got = test::run_jobs(device, *tok_, config(8, 64), jobs);
+  for (size_t i = 0; i < jobs.size(); ++i) EXPECT_EQ(got.results[i].tokens, want.results[i].tokens) << "job " << i;
+}
+
 TEST_F(EngineInvariance, StopStringsAndStopTokensEndGeneration) {
   test::FakeRunner runner(test::kTinyVocab, 1024, 16, 4096);
   Job job{{'a', 'b', 'c'}, test::greedy(40)};

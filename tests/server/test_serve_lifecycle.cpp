@@ -83,5 +83,16 @@ TEST(ServeLifecycle, CorruptModelFailsWithAReadableMessage) {
   EXPECT_NE(r.log.find(path), std::string::npos) << r.log;  // the message names the file and the problem
 }
 
+// Without a GPU (as in CI), asking for one is a one-line error and exit status 1, never a crash;
+// with one, this check has nothing to say.
+TEST(ServeLifecycle, DeviceCudaWithoutAGpuFailsClearly) {
+  const test::ExitResult r = test::run_to_exit({"serve", "--model", test::tiny_model_for_server(), "--device", "cuda",
+                                                "--port", std::to_string(test::free_port())});
+  if (r.status == 0 || r.log.find("device: cuda") != std::string::npos) GTEST_SKIP() << "a CUDA device is present";
+  EXPECT_EQ(r.status, 1) << r.log;
+  const bool says_why = r.log.find("no CUDA device") != std::string::npos || r.log.find("no CUDA backend") != std::string::npos;
+  EXPECT_TRUE(says_why) << r.log;
+}
+
 }  // namespace
 }  // namespace flashserve

@@ -3,14 +3,18 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/sampling.h"
+
 namespace flashserve::test {
 
-FakeRunner::FakeRunner(int32_t vocab_size, int32_t num_blocks, int32_t block_size, int32_t context_len)
+FakeRunner::FakeRunner(int32_t vocab_size, int32_t num_blocks, int32_t block_size, int32_t context_len,
+                       bool sample_on_device)
     : vocab_(vocab_size),
       num_blocks_(num_blocks),
       block_size_(block_size),
       context_len_(context_len),
-      slots_(size_t(num_blocks) * block_size, -1) {}
+      slots_(size_t(num_blocks) * block_size, -1),
+      sample_on_device_(sample_on_device) {}
 
 ForwardOutput FakeRunner::forward(const ForwardBatch& batch) {
   ++calls_;
@@ -33,6 +37,12 @@ ForwardOutput FakeRunner::forward(const ForwardBatch& batch) {
     for (int32_t r = n - rows; r < n; ++r) {
       out.logits.resize(out.logits.size() + vocab_);
       logits_for(s, s.num_computed_tokens + r, out.logits.data() + out.logits.size() - vocab_);
+    }
+    out.sampled.push_back(-1);
+    if (sample_on_device_ && s.sample >= 0 && rows == 1) {
+      const DeviceSampling& d = batch.samples.at(s.sample);
+      std::vector<float> row(out.logits.end() - vocab_, out.logits.end());
+      kernels::sample_rows(row.data(), 1, vocab_, &d.row, d.adjusts.data(), &out.sampled.back());
     }
   }
   return out;

@@ -1,5 +1,4 @@
-// Each CUDA op against its CPU twin and the f64 reference, on fresh random inputs. Without a CUDA
-// device (CI, laptops) every test skips, saying so.
+// CUDA RMSNorm against its CPU twin and the f64 reference, on fresh random inputs.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -7,39 +6,15 @@
 #include <random>
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/device.h"
 #include "kernels/rmsnorm.h"
+#include "tests/cuda/cuda_test_util.h"
 #include "tests/kernels/reference.h"
 
 namespace flashserve {
 namespace {
 
-class CudaOps : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (kernels::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  }
-};
-
-// Device copy of a host vector, freed with the object.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(const std::vector<float>& host) : n_(host.size()) {
-    FLASHSERVE_CUDA_CHECK(cudaMalloc(&ptr_, n_ * sizeof(float)));
-    FLASHSERVE_CUDA_CHECK(cudaMemcpy(ptr_, host.data(), n_ * sizeof(float), cudaMemcpyHostToDevice));
-  }
-  ~DeviceBuffer() { cudaFree(ptr_); }
-  float* get() { return ptr_; }
-  std::vector<float> to_host() const {
-    std::vector<float> out(n_);
-    FLASHSERVE_CUDA_CHECK(cudaMemcpy(out.data(), ptr_, n_ * sizeof(float), cudaMemcpyDeviceToHost));
-    return out;
-  }
-
- private:
-  size_t n_;
-  float* ptr_ = nullptr;
-};
+using test::DeviceBuffer;
+using CudaOps = test::CudaTest;
 
 TEST_F(CudaOps, RmsNormMatchesCpuAndReference) {
   std::mt19937 rng(17);
@@ -48,7 +23,7 @@ TEST_F(CudaOps, RmsNormMatchesCpuAndReference) {
     const auto w = test::random_floats(rng, dim, 0.5f, 1.5f);
     std::vector<float> cpu(x.size());
     kernels::rmsnorm(x.data(), w.data(), cpu.data(), rows, dim, 1e-5f);
-    DeviceBuffer dx(x), dw(w), dy(std::vector<float>(x.size()));
+    DeviceBuffer<float> dx(x), dw(w), dy(x.size());
     kernels::cuda::rmsnorm(dx.get(), dw.get(), dy.get(), rows, dim, 1e-5f, nullptr);
     FLASHSERVE_CUDA_CHECK(cudaDeviceSynchronize());
     const auto gpu = dy.to_host();

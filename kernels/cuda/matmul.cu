@@ -1,0 +1,523 @@
+// y[t][o] = x[t] . W[o] on the device. Up to kGemvMaxTokens tokens (decode) our GEMV streams W
+// once, in place, in its GGUF layout; larger batches (prefill) are compute bound, so W is expanded
+// to 16 bits and cuBLASLt runs the product on tensor cores with f32 accumulation.
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/matmul.h"
+
+namespace flashserve::kernels::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kGroup = 32;  // elements per quant block, and per staged group of x
+
+void check_lt(cublasStatus_t status, const char* call) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw std::runtime_error(std::string(call) + " failed: " + cublasLtGetStatusName(status) + " (" +
+                             cublasLtGetStatusString(status) + ")");
+  }
+}
+#define FLASHSERVE_LT_CHECK(stmt) check_lt((stmt), #stmt)
+
+// ---- Weight decoding (shared by the GEMV and the expansion into scratch) ----
+// Rows are only 2-byte aligned (18- and 34-byte blocks), so every read is a 16-bit load.
+
+__device__ __forceinline__ uint16_t load_u16(const char* p) {
+  return __ldg(reinterpret_cast<const unsigned short*>(p));
+}
+__device__ __forceinline__ float half_value(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+// Same formulas as the CPU codec, so each weight is the same f32 value on both sides.
+struct Q4_0Block {
+  static constexpr bool kQuantized = true;
+  static constexpr int kBytes = 18;
+  __device__ static void decode(const char* p, float (&w)[kGroup]) {
+    const float d = half_value(load_u16(p));
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      // Byte 2j holds elements 2j (low nibble) and 2j + 16; byte 2j + 1 holds 2j + 1 and 2j + 17.
+      const uint32_t q = load_u16(p + 2 + 2 * j);
+      w[2 * j] = float(int(q & 0xf) - 8) * d;
+      w[2 * j + 16] = float(int((q >> 4) & 0xf) - 8) * d;
+      w[2 * j + 1] = float(int((q >> 8) & 0xf) - 8) * d;
+      w[2 * j + 17] = float(int(q >> 12) - 8) * d;
+    }
+  }
+};
+
+struct Q4_1Block {
+  static constexpr bool kQuantized = true;
+  static constexpr int kBytes = 20;
+  __device__ static void decode(const char* p, float (&w)[kGroup]) {
+    const float d = half_value(load_u16(p));
+    const float m = half_value(load_u16(p + 2));
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const uint32_t q = load_u16(p + 4 + 2 * j);
+      w[2 * j] = fmaf(float(q & 0xf), d, m);
+      w[2 * j + 16] = fmaf(float((q >> 4) & 0xf), d, m);
+      w[2 * j + 1] = fmaf(float((q >> 8) & 0xf), d, m);
+      w[2 * j + 17] = fmaf(float(q >> 12), d, m);
+    }
+  }
+};
+
+struct Q8_0Block {
+  static constexpr bool kQuantized = true;
+  static constexpr int kBytes = 34;
+  __device__ static void decode(const char* p, float (&w)[kGroup]) {
+    const float d = half_value(load_u16(p));
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const uint32_t q = load_u16(p + 2 + 2 * j);
+      w[2 * j] = float(int8_t(q & 0xff)) * d;
+      w[2 * j + 1] = float(int8_t(q >> 8)) * d;
+    }
+  }
+};
+
+// Float-typed rows: element i of a row (any k, so no block structure to rely on).
+struct F32Elem {
+  static constexpr bool kQuantized = false;
+  __device__ static float load(const char* row, int64_t i) { return __ldg(reinterpret_cast<const float*>(row) + i); }
+};
+struct F16Elem {
+  static constexpr bool kQuantized = false;
+  __device__ static float load(const char* row, int64_t i) { return half_value(load_u16(row + 2 * i)); }
+};
+struct BF16Elem {
+  static constexpr bool kQuantized = false;
+  __device__ static float load(const char* row, int64_t i) {
+    return __uint_as_float(uint32_t(load_u16(row + 2 * i)) << 16);
+  }
+};
+
+// ---- GEMV: num_tokens <= kGemvMaxTokens ----
+// Each warp owns kRowsPerWarp rows of W; the block stages a tile of x (all tokens, kTileGroups
+// groups of 32 columns) in shared memory, which its warps then share. Quantized rows: lane g takes
+// quant block g of the tile (decoding it once for every token); float rows: lane j takes column j of
+// each group, so its loads coalesce. Every lane accumulates its slice of a row in tile order and the
+// warp reduces in a fixed shuffle tree, so a token's result never depends on the other tokens.
+
+constexpr int kGemvWarps = 4;
+constexpr int kRowsPerWarp = 2;
+constexpr int kRowsPerBlock = kGemvWarps * kRowsPerWarp;
+constexpr int kTileGroups = kWarp;  // one quant block per lane per tile
+constexpr int kTileElems = kTileGroups * kGroup;
+// A lane reads its group as float4s; padding each group by 4 floats puts the 8 lanes of a
+// quarter-warp's 16-byte reads on distinct banks.
+constexpr int kGroupStride = kGroup + 4;
+
+template <int T>
+using XTile = float[T][kTileGroups * kGroupStride];
+
+template <int T>
+__device__ void stage_x(XTile<T>& xs, const float* __restrict__ x, int num_tokens, int64_t k, int64_t c0) {
+  for (int i = threadIdx.x; i < T * kTileElems; i += blockDim.x) {
+    const int t = i / kTileElems, e = i % kTileElems;
+    const int64_t col = c0 + e;
+    // Padding tokens and columns past k read as zero: their products are never stored.
+    xs[t][(e / kGroup) * kGroupStride + e % kGroup] = t < num_tokens && col < k ? __ldg(x + t * k + col) : 0.0f;
+  }
+}
+
+template <class D, int T>
+__device__ void accumulate_blocks(const XTile<T>& xs, const char* __restrict__ w, size_t row_bytes, int64_t row0,
+                                  int64_t n_out, int64_t k, int64_t c0, int lane,
+                                  float (&acc)[kRowsPerWarp][T]) {
+  const int64_t block = c0 / kGroup + lane;
+  if (block >= k / kGroup) return;
+  // Both rows decoded up front, so each x value is read from shared memory once for both.
+  float wv[kRowsPerWarp][kGroup];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    if (row0 + r < n_out) {
+      D::decode(w + (row0 + r) * row_bytes + block * D::kBytes, wv[r]);
+    } else {
+#pragma unroll
+      for (float& v : wv[r]) v = 0.0f;  // a row past n_out: accumulated, never stored
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    const float4* xv = reinterpret_cast<const float4*>(&xs[t][lane * kGroupStride]);
+#pragma unroll
+    for (int q = 0; q < kGroup / 4; ++q) {
+      const float4 v = xv[q];
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        acc[r][t] = fmaf(wv[r][4 * q], v.x, acc[r][t]);
+        acc[r][t] = fmaf(wv[r][4 * q + 1], v.y, acc[r][t]);
+        acc[r][t] = fmaf(wv[r][4 * q + 2], v.z, acc[r][t]);
+        acc[r][t] = fmaf(wv[r][4 * q + 3], v.w, acc[r][t]);
+      }
+    }
+  }
+}
+
+template <class D, int T>
+__device__ void accumulate_elems(const XTile<T>& xs, const char* __restrict__ w, size_t row_bytes, int64_t row0,
+                                 int64_t n_out, int64_t k, int64_t c0, int lane, float (&acc)[kRowsPerWarp][T]) {
+#pragma unroll 4
+  for (int g = 0; g < kTileGroups; ++g) {
+    const int64_t col = c0 + g * kGroup + lane;
+    if (col >= k) return;  // columns only grow with g
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      if (row0 + r >= n_out) break;
+      const float wv = D::load(w + (row0 + r) * row_bytes, col);
+#pragma unroll
+      for (int t = 0; t < T; ++t) acc[r][t] = fmaf(wv, xs[t][g * kGroupStride + lane], acc[r][t]);
+    }
+  }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+template <class D, int T>
+__global__ void __launch_bounds__(kGemvWarps * kWarp)
+    gemv_kernel(const float* __restrict__ x, int num_tokens, int64_t k, const char* __restrict__ w,
+                size_t row_bytes, int64_t n_out, float* __restrict__ y) {
+  __shared__ __align__(16) XTile<T> xs;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t row0 = int64_t(blockIdx.x) * kRowsPerBlock + warp * kRowsPerWarp;
+  float acc[kRowsPerWarp][T] = {};
+  for (int64_t c0 = 0; c0 < k; c0 += kTileElems) {
+    stage_x<T>(xs, x, num_tokens, k, c0);
+    __syncthreads();
+    if constexpr (D::kQuantized)
+      accumulate_blocks<D, T>(xs, w, row_bytes, row0, n_out, k, c0, lane, acc);
+    else
+      accumulate_elems<D, T>(xs, w, row_bytes, row0, n_out, k, c0, lane, acc);
+    __syncthreads();  // the next tile overwrites xs
+  }
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    if (row0 + r >= n_out) break;  // warp-uniform, so every lane joins the shuffles
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      const float sum = warp_sum(acc[r][t]);
+      if (lane == 0 && t < num_tokens) y[t * n_out + row0 + r] = sum;
+    }
+  }
+}
+
+// Token counts are rounded up to 1, 2, 4 or 8 (padding tokens are zeros) to bound the instantiations.
+template <class D>
+void launch_gemv(const float* x, int64_t num_tokens, int64_t k, const void* w, size_t row_bytes, int64_t n_out,
+                 float* y, cudaStream_t stream) {
+  const unsigned grid = unsigned((n_out + kRowsPerBlock - 1) / kRowsPerBlock);
+  const auto* wb = static_cast<const char*>(w);
+  const int nt = int(num_tokens);
+  if (nt == 1)
+    gemv_kernel<D, 1><<<grid, kGemvWarps * kWarp, 0, stream>>>(x, nt, k, wb, row_bytes, n_out, y);
+  else if (nt == 2)
+    gemv_kernel<D, 2><<<grid, kGemvWarps * kWarp, 0, stream>>>(x, nt, k, wb, row_bytes, n_out, y);
+  else if (nt <= 4)
+    gemv_kernel<D, 4><<<grid, kGemvWarps * kWarp, 0, stream>>>(x, nt, k, wb, row_bytes, n_out, y);
+  else
+    gemv_kernel<D, 8><<<grid, kGemvWarps * kWarp, 0, stream>>>(x, nt, k, wb, row_bytes, n_out, y);
+  FLASHSERVE_CUDA_CHECK(cudaGetLastError());
+}
+static_assert(kGemvMaxTokens == 8, "launch_gemv instantiates token tiles up to 8");
+
+// ---- Expansion to 16 bits for cuBLASLt ----
+
+template <typename H>
+__device__ H to_16bit(float v);
+template <>
+__device__ __half to_16bit<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __nv_bfloat16 to_16bit<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// One thread per quant block, writing its 32 weights as F16 (a quant weight is d * small int, well
+// inside F16's range for real scales). out: [n_out][k].
+template <class D>
+__global__ void dequantize_kernel(const char* __restrict__ w, int64_t num_blocks, __half* __restrict__ out) {
+  const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b >= num_blocks) return;
+  // Blocks of consecutive rows are contiguous in both layouts, so block b maps to b * 32 directly.
+  float wv[kGroup];
+  D::decode(w + b * D::kBytes, wv);
+  auto* dst = reinterpret_cast<__half2*>(out + b * kGroup);
+#pragma unroll
+  for (int j = 0; j < kGroup / 2; ++j) dst[j] = __floats2half2_rn(wv[2 * j], wv[2 * j + 1]);
+}
+
+template <typename H>
+__global__ void convert_kernel(const float* __restrict__ x, int64_t n, H* __restrict__ out) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = to_16bit<H>(__ldg(x + i));
+}
+
+constexpr int kElementwiseThreads = 256;
+
+unsigned elementwise_grid(int64_t n) {
+  const int64_t blocks = (n + kElementwiseThreads - 1) / kElementwiseThreads;
+  if (blocks > int64_t(INT32_MAX)) throw std::invalid_argument("cuda::matmul: operand too large for one grid");
+  return unsigned(blocks);
+}
+
+template <class D>
+void launch_dequantize(const void* w, int64_t num_blocks, __half* out, cudaStream_t stream) {
+  dequantize_kernel<D><<<elementwise_grid(num_blocks), kElementwiseThreads, 0, stream>>>(
+      static_cast<const char*>(w), num_blocks, out);
+  FLASHSERVE_CUDA_CHECK(cudaGetLastError());
+}
+
+bool quantized(DType t) { return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0; }
+
+// row_bytes() lives in the CPU library; the CUDA library keeps its own copy of the layout rule.
+size_t weight_row_bytes(DType t, int64_t k) {
+  switch (t) {
+    case DType::F32: return size_t(k) * 4;
+    case DType::F16:
+    case DType::BF16: return size_t(k) * 2;
+    case DType::Q4_0: return size_t(k / kGroup) * Q4_0Block::kBytes;
+    case DType::Q4_1: return size_t(k / kGroup) * Q4_1Block::kBytes;
+    case DType::Q8_0: return size_t(k / kGroup) * Q8_0Block::kBytes;
+  }
+  throw std::invalid_argument("cuda::matmul: unknown weight type " + std::to_string(uint32_t(t)));
+}
+
+void check_args(const float* x, int64_t num_tokens, int64_t k, const void* w, DType wtype, int64_t n_out,
+                const float* y) {
+  weight_row_bytes(wtype, k);  // rejects unknown types
+  if (num_tokens < 0 || n_out < 0) throw std::invalid_argument("cuda::matmul: negative num_tokens or n_out");
+  if (k <= 0) throw std::invalid_argument("cuda::matmul: k must be positive");
+  if (quantized(wtype) && k % kGroup != 0)
+    throw std::invalid_argument("cuda::matmul: k=" + std::to_string(k) + " is not whole quant blocks");
+  if (num_tokens > 0 && n_out > 0 && (x == nullptr || w == nullptr || y == nullptr))
+    throw std::invalid_argument("cuda::matmul: null operand");
+}
+
+// Largest power of two (up to 256) dividing the address: what cuBLASLt may assume of the operand.
+uint32_t alignment(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 256;
+  while (align > 1 && a % align != 0) align /= 2;
+  return align;
+}
+
+}  // namespace
+
+// ---- The context: cuBLASLt handle, workspace, scratch and per-shape plans ----
+
+struct MatmulContext::Impl {
+  static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+  // A cuBLASLt product of one shape, types and operand alignment: descriptors and the chosen algo.
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  using PlanKey = std::tuple<int, int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t>;
+
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+  void* w16 = nullptr;  // expanded weights: [n_out][k] F16
+  size_t w16_bytes = 0;
+  void* x16 = nullptr;  // x in the weights' 16-bit type: [num_tokens][k]
+  size_t x16_bytes = 0;
+  std::map<PlanKey, Plan> plans;
+
+  ~Impl() {
+    for (auto& [key, plan] : plans) {
+      cublasLtMatrixLayoutDestroy(plan.a);
+      cublasLtMatrixLayoutDestroy(plan.b);
+      cublasLtMatrixLayoutDestroy(plan.d);
+      cublasLtMatmulDescDestroy(plan.desc);
+    }
+    // Errors are ignored: a destructor must not throw, and the process may be tearing CUDA down.
+    cudaFree(x16);
+    cudaFree(w16);
+    cudaFree(workspace);
+    if (handle != nullptr) cublasLtDestroy(handle);
+  }
+
+  // Created on first use, so a context costs nothing (and needs no device) until a large batch.
+  void ensure_handle() {
+    if (handle != nullptr) return;
+    FLASHSERVE_CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
+    FLASHSERVE_LT_CHECK(cublasLtCreate(&handle));
+  }
+
+  // cudaFree synchronizes the device, so the old buffer is idle when it goes. Growth inside a
+  // graph capture would be an allocation the graph cannot replay: reserve() must have been called.
+  static void grow(void*& buf, size_t& capacity, size_t bytes, cudaStream_t stream) {
+    if (bytes <= capacity) return;
+    if (stream != nullptr) {
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      FLASHSERVE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+      if (capture != cudaStreamCaptureStatusNone)
+        throw std::runtime_error("cuda::matmul: scratch too small during graph capture; call reserve() first");
+    }
+    FLASHSERVE_CUDA_CHECK(cudaFree(buf));
+    buf = nullptr;
+    capacity = 0;
+    FLASHSERVE_CUDA_CHECK(cudaMalloc(&buf, bytes));
+    capacity = bytes;
+  }
+
+  const Plan& plan(cudaDataType_t ab_type, int64_t num_tokens, int64_t k, int64_t n_out, const void* a,
+                   const void* b, const void* d);
+
+  void gemm(cudaDataType_t ab_type, const void* w, const void* x, int64_t num_tokens, int64_t k, int64_t n_out,
+            float* y, cudaStream_t stream);
+};
+
+// Row-major y [T][N] = x [T][K] . W[N][K]^T in cuBLASLt's column-major terms. A row-major R x C
+// matrix is a column-major C x R one with the same leading dimension C, so W is Wc = K x N (ld K),
+// x is Xc = K x T (ld K) and y is Yc = N x T (ld N). Then Yc[o][t] = sum_k Wc[k][o] Xc[k][t], i.e.
+// Yc = Wc^T Xc: A = Wc transposed (m = N, k = K), B = Xc as stored (n = T), D = Yc. This "TN" form
+// reads both operands along their contiguous K, the layout cuBLASLt's tensor-core kernels prefer.
+const MatmulContext::Impl::Plan& MatmulContext::Impl::plan(cudaDataType_t ab_type, int64_t num_tokens, int64_t k,
+                                                           int64_t n_out, const void* a, const void* b,
+                                                           const void* d) {
+  const uint32_t align_a = alignment(a), align_b = alignment(b), align_d = alignment(d);
+  const PlanKey key{int(ab_type), num_tokens, k, n_out, align_a, align_b, align_d};
+  if (auto it = plans.find(key); it != plans.end()) return it->second;
+
+  Plan p;
+  FLASHSERVE_LT_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  FLASHSERVE_LT_CHECK(
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+  FLASHSERVE_LT_CHECK(
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  FLASHSERVE_LT_CHECK(cublasLtMatrixLayoutCreate(&p.a, ab_type, uint64_t(k), uint64_t(n_out), k));
+  FLASHSERVE_LT_CHECK(cublasLtMatrixLayoutCreate(&p.b, ab_type, uint64_t(k), uint64_t(num_tokens), k));
+  FLASHSERVE_LT_CHECK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, uint64_t(n_out), uint64_t(num_tokens), n_out));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  FLASHSERVE_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t workspace_bytes = kWorkspaceBytes;
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  // The pairs below are attribute, value; C is D (beta = 0 never reads it) so it shares D's alignment.
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_d},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d}};
+  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                               &workspace_bytes, sizeof(workspace_bytes));
+  for (const auto& [attr, value] : aligns) {
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value));
+  }
+  if (status == CUBLAS_STATUS_SUCCESS)
+    status = cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (status == CUBLAS_STATUS_SUCCESS && found == 0) status = CUBLAS_STATUS_NOT_SUPPORTED;
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.d);
+    cublasLtMatmulDescDestroy(p.desc);
+    check_lt(status, "cublasLtMatmulAlgoGetHeuristic (with its preferences)");
+  }
+  p.algo = result.algo;
+  return plans.emplace(key, p).first->second;
+}
+
+void MatmulContext::Impl::gemm(cudaDataType_t ab_type, const void* w, const void* x, int64_t num_tokens, int64_t k,
+                               int64_t n_out, float* y, cudaStream_t stream) {
+  const Plan& p = plan(ab_type, num_tokens, k, n_out, w, x, y);
+  const float alpha = 1.0f, beta = 0.0f;
+  FLASHSERVE_LT_CHECK(cublasLtMatmul(handle, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.d, y, p.d, &p.algo,
+                                     workspace, kWorkspaceBytes, stream));
+}
+
+MatmulContext::MatmulContext() : impl_(std::make_unique<Impl>()) {}
+MatmulContext::~MatmulContext() = default;
+
+void MatmulContext::reserve(int64_t max_tokens, int64_t max_k, int64_t max_n_out) {
+  if (max_tokens < 0 || max_k < 0 || max_n_out < 0) throw std::invalid_argument("MatmulContext::reserve: negative size");
+  if (max_tokens <= kGemvMaxTokens) return;  // the GEMV needs no scratch
+  impl_->ensure_handle();
+  Impl::grow(impl_->w16, impl_->w16_bytes, size_t(max_n_out) * size_t(max_k) * 2, nullptr);
+  Impl::grow(impl_->x16, impl_->x16_bytes, size_t(max_tokens) * size_t(max_k) * 2, nullptr);
+}
+
+namespace {
+
+void gemv(const float* x, int64_t num_tokens, int64_t k, const void* w, DType wtype, int64_t n_out, float* y,
+          cudaStream_t stream) {
+  const size_t rb = weight_row_bytes(wtype, k);
+  if ((n_out + kRowsPerBlock - 1) / kRowsPerBlock > int64_t(INT32_MAX))
+    throw std::invalid_argument("cuda::matmul: n_out too large for one grid");
+  switch (wtype) {
+    case DType::F32: return launch_gemv<F32Elem>(x, num_tokens, k, w, rb, n_out, y, stream);
+    case DType::F16: return launch_gemv<F16Elem>(x, num_tokens, k, w, rb, n_out, y, stream);
+    case DType::BF16: return launch_gemv<BF16Elem>(x, num_tokens, k, w, rb, n_out, y, stream);
+    case DType::Q4_0: return launch_gemv<Q4_0Block>(x, num_tokens, k, w, rb, n_out, y, stream);
+    case DType::Q4_1: return launch_gemv<Q4_1Block>(x, num_tokens, k, w, rb, n_out, y, stream);
+    case DType::Q8_0: return launch_gemv<Q8_0Block>(x, num_tokens, k, w, rb, n_out, y, stream);
+  }
+}
+
+// W as F16 in scratch (quantized types only).
+void expand_weights(const void* w, DType wtype, int64_t k, int64_t n_out, __half* out, cudaStream_t stream) {
+  const int64_t num_blocks = n_out * (k / kGroup);
+  switch (wtype) {
+    case DType::Q4_0: return launch_dequantize<Q4_0Block>(w, num_blocks, out, stream);
+    case DType::Q4_1: return launch_dequantize<Q4_1Block>(w, num_blocks, out, stream);
+    case DType::Q8_0: return launch_dequantize<Q8_0Block>(w, num_blocks, out, stream);
+    default: throw std::logic_error("expand_weights: not a quantized type");
+  }
+}
+
+template <typename H>
+void convert_x(const float* x, int64_t n, void* out, cudaStream_t stream) {
+  convert_kernel<H><<<elementwise_grid(n), kElementwiseThreads, 0, stream>>>(x, n, static_cast<H*>(out));
+  FLASHSERVE_CUDA_CHECK(cudaGetLastError());
+}
+
+// F16 and BF16 weights feed cuBLASLt in place; quantized ones are expanded to F16 first. x is
+// rounded to the weights' 16-bit type, which bounds this path's error (see the tests).
+void large_batch(MatmulContext::Impl& ctx, const float* x, int64_t num_tokens, int64_t k, const void* w,
+                 DType wtype, int64_t n_out, float* y, cudaStream_t stream) {
+  ctx.ensure_handle();
+  if (wtype == DType::F32) return ctx.gemm(CUDA_R_32F, w, x, num_tokens, k, n_out, y, stream);
+  const bool bf16 = wtype == DType::BF16;
+  if (quantized(wtype)) MatmulContext::Impl::grow(ctx.w16, ctx.w16_bytes, size_t(n_out) * size_t(k) * 2, stream);
+  MatmulContext::Impl::grow(ctx.x16, ctx.x16_bytes, size_t(num_tokens) * size_t(k) * 2, stream);
+  const void* w16 = w;
+  if (quantized(wtype)) {
+    expand_weights(w, wtype, k, n_out, static_cast<__half*>(ctx.w16), stream);
+    w16 = ctx.w16;
+  }
+  if (bf16)
+    convert_x<__nv_bfloat16>(x, num_tokens * k, ctx.x16, stream);
+  else
+    convert_x<__half>(x, num_tokens * k, ctx.x16, stream);
+  ctx.gemm(bf16 ? CUDA_R_16BF : CUDA_R_16F, w16, ctx.x16, num_tokens, k, n_out, y, stream);
+}
+
+}  // namespace
+
+void matmul(MatmulContext& ctx, const float* x, int64_t num_tokens, int64_t k, const void* w, DType wtype,
+            int64_t n_out, float* y, CUstream_st* stream) {
+  check_args(x, num_tokens, k, w, wtype, n_out, y);
+  if (num_tokens == 0 || n_out == 0) return;
+  if (num_tokens <= kGemvMaxTokens) return gemv(x, num_tokens, k, w, wtype, n_out, y, stream);
+  large_batch(ctx.impl(), x, num_tokens, k, w, wtype, n_out, y, stream);
+}
+
+}  // namespace flashserve::kernels::cuda

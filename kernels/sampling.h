@@ -1,0 +1,46 @@
+// Logits -> next token for a batch of rows, each with its own sampling parameters, with the same
+// rules as the scheduler's RequestSampler (which see): logit bias; repetition penalty over prompt
+// and output tokens; frequency and presence penalties over output tokens; then argmax (temperature
+// 0: lowest id on ties), or softmax(logits / temperature), top-k, top-p of the top-k survivors' mass,
+// min-p against the best token's probability, and a draw that walks the kept ids in ascending order
+// until the cumulative probability passes uniform * (their total). The request's RNG stays on the
+// host: the caller passes each row's uniform, so a GPU draw and a CPU draw pick the same token.
+#pragma once
+#include <cstdint>
+
+struct CUstream_st;  // cudaStream_t
+
+namespace flashserve::kernels {
+
+// Per distinct token a row's history or bias touches.
+struct TokenAdjust {
+  int32_t token;
+  int32_t output_count;  // occurrences among generated tokens (frequency / presence penalties)
+  int32_t seen;          // 1 if in the prompt or the output (repetition penalty)
+  float bias;            // logit_bias, 0 if none
+};
+
+struct SamplingRow {
+  float temperature = 1.0f;  // 0: greedy
+  int32_t top_k = 0;         // 0: off
+  float top_p = 1.0f;        // 1: off
+  float min_p = 0.0f;        // 0: off
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  double uniform = 0.0;      // this step's draw in [0, 1); unused when greedy
+  int32_t adjust_begin = 0;  // this row's entries: adjusts[adjust_begin .. adjust_end)
+  int32_t adjust_end = 0;
+};
+
+// logits: [num_rows][vocab], used as scratch (overwritten). tokens: [num_rows].
+void sample_rows(float* logits, int32_t num_rows, int32_t vocab, const SamplingRow* rows,
+                 const TokenAdjust* adjusts, int32_t* tokens);
+
+namespace cuda {
+// The same contract on device pointers (CUDA builds only): only `tokens` need come back to the host.
+void sample_rows(float* logits, int32_t num_rows, int32_t vocab, const SamplingRow* rows,
+                 const TokenAdjust* adjusts, int32_t* tokens, CUstream_st* stream);
+}  // namespace cuda
+
+}  // namespace flashserve::kernels

@@ -1,0 +1,26 @@
+// A ForwardBatch checked and flattened into per-token rows: what every backend's forward pass
+// needs before launching anything (the CPU and the CUDA forward share it, so both refuse the same
+// malformed batches with the same messages).
+#pragma once
+#include <cstdint>
+#include <vector>
+#include "kernels/paged_attention.h"
+#include "model/forward_batch.h"
+#include "model/model_config.h"
+
+namespace flashserve {
+
+struct FlatBatch {
+  std::vector<int32_t> token_ids;     // [num_tokens]
+  std::vector<int32_t> positions;     // [num_tokens]
+  std::vector<int32_t> slot_mapping;  // [num_tokens]: where each token's K/V goes
+  std::vector<kernels::AttentionSeq> attn_seqs;
+  std::vector<int32_t> logit_rows;    // token rows to compute logits for
+};
+
+// Fills out.vocab_size, first_row and num_rows too. Throws std::invalid_argument for a malformed
+// batch (empty, token out of vocab, block table too short, block out of range, beyond the context).
+FlatBatch flatten(const ForwardBatch& batch, const ModelConfig& cfg, int32_t block_size, int32_t num_blocks,
+                  ForwardOutput& out);
+
+}  // namespace flashserve

@@ -1,0 +1,230 @@
+// The GPU forward pass end to end against the CPU one: logits of tiny test models (prefill, chunked
+// prefill, decode through CUDA graphs), and SmolLM2's greedy choices where they are decisive.
+// Device tests skip without a GPU; the error paths run everywhere.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <numeric>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/device.h"
+#include "model/cuda_runner.h"
+#include "model/model_runner.h"
+#include "tests/cuda/cuda_test_util.h"
+#include "tests/util/test_paths.h"
+#include "tests/util/tiny_model.h"
+
+namespace flashserve {
+namespace {
+
+using kernels::DType;
+
+std::unique_ptr<LlamaModel> tiny(DType matrix_type) {
+  test::TinyModelSpec spec;
+  spec.dim = 256;
+  spec.num_heads = 4;      // head_dim 64, which the CUDA attention kernels support
+  spec.num_kv_heads = 2;
+  spec.ffn_dim = 384;
+  spec.num_layers = 3;
+  spec.matrix_type = matrix_type;
+  spec.embd_type = matrix_type;
+  const std::string path = test::temp_model_path("tiny_cuda");
+  test::write_tiny_model(path, spec);
+  return LlamaModel::load(path);
+}
+
+std::vector<int32_t> random_tokens(size_t n, uint32_t seed, int32_t vocab) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = int32_t(rng() % uint32_t(vocab));
+  return t;
+}
+
+// A sequence's blocks, spread over the pool in reverse so paging is exercised.
+std::vector<int32_t> table_for(int32_t seq, int32_t blocks_per_seq, int32_t num_blocks) {
+  std::vector<int32_t> t(blocks_per_seq);
+  for (int32_t i = 0; i < blocks_per_seq; ++i) t[i] = num_blocks - 1 - (seq * blocks_per_seq + i);
+  return t;
+}
+
+// The same steps on two runners, whose KV caches follow the same block tables.
+struct Pair {
+  ModelRunner& cpu;
+  ModelRunner& gpu;
+};
+
+// Largest |a - b| over every logit row of two outputs of the same batch.
+double max_diff(const ForwardOutput& a, const ForwardOutput& b) {
+  EXPECT_EQ(a.logits.size(), b.logits.size());
+  double d = 0;
+  for (size_t i = 0; i < std::min(a.logits.size(), b.logits.size()); ++i) d = std::max<double>(d, std::abs(a.logits[i] - b.logits[i]));
+  return d;
+}
+
+double max_abs(const ForwardOutput& a) {
+  double m = 0;
+  for (float x : a.logits) m = std::max<double>(m, std::abs(x));
+  return m;
+}
+
+CudaRunnerOptions small_gpu_options(bool graphs) {
+  CudaRunnerOptions o;
+  o.kv_cache_bytes = 64 << 20;
+  o.max_num_seqs = 8;
+  o.max_num_batched_tokens = 256;
+  o.cuda_graphs = graphs;
+  return o;
+}
+
+// Bound for logits of the tiny models (|logit| ~ 1-5): the GPU rounds K/V to f16 (2^-11 relative)
+// and, above kGemvMaxTokens rows, the activations entering cuBLASLt too; the CPU keeps f32
+// throughout. Both accumulate in f32, so differences stay around 1e-3 of the logits' scale.
+constexpr double kTinyTolerance = 1e-2;
+
+class CudaRunnerTiny : public test::CudaTest, public ::testing::WithParamInterface<DType> {};
+
+TEST_P(CudaRunnerTiny, PrefillThenGraphDecodeMatchCpu) {
+  const auto model = tiny(GetParam());
+  const CudaRunnerOptions o = small_gpu_options(/*graphs=*/true);
+  CudaLlamaRunner gpu(*model, o);
+  LlamaRunner cpu(*model, gpu.num_kv_blocks(), gpu.block_size());
+  const int32_t vocab = model->config().vocab_size, per_seq = 8;  // 8 blocks of 16: 128 positions
+
+  // Ragged prefill: three prompts of odd lengths, every row's logits.
+  const std::vector<size_t> lengths = {37, 5, 61};
+  std::vector<std::vector<int32_t>> tokens;
+  ForwardBatch prefill;
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    tokens.push_back(random_tokens(lengths[s], uint32_t(11 + s), vocab));
+    prefill.seqs.push_back({0, tokens[s], table_for(int32_t(s), per_seq, gpu.num_kv_blocks()), LogitRows::All});
+  }
+  const ForwardOutput c0 = cpu.forward(prefill), g0 = gpu.forward(prefill);
+  EXPECT_LE(max_diff(c0, g0), kTinyTolerance * std::max(1.0, max_abs(c0))) << "prefill";
+
+  // Decode steps: one token per sequence (graph bucket 4 holds 3 sequences plus a padding row).
+  for (int step = 0; step < 6; ++step) {
+    ForwardBatch decode;
+    for (size_t s = 0; s < tokens.size(); ++s) {
+      const int32_t next = int32_t((step * 31 + s * 7) % vocab);
+      decode.seqs.push_back({int32_t(tokens[s].size()), {next}, table_for(int32_t(s), per_seq, gpu.num_kv_blocks()),
+                             LogitRows::Last});
+      tokens[s].push_back(next);
+    }
+    const ForwardOutput c = cpu.forward(decode), g = gpu.forward(decode);
+    EXPECT_LE(max_diff(c, g), kTinyTolerance * std::max(1.0, max_abs(c))) << "decode step " << step;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WeightTypes, CudaRunnerTiny, ::testing::Values(DType::F32, DType::F16, DType::Q8_0, DType::Q4_1),
+                         [](const auto& info) { return std::string(kernels::dtype_name(info.param)); });
+
+using CudaRunner = test::CudaTest;
+
+// A replayed graph runs the same kernels on the same data as an eager step (padding rows aside,
+// which no real row reads), so the two agree to the last bit.
+TEST_F(CudaRunner, GraphReplayEqualsEagerDecode) {
+  const auto model = tiny(DType::Q8_0);
+  CudaLlamaRunner graphs(*model, small_gpu_options(true)), eager(*model, small_gpu_options(false));
+  const int32_t vocab = model->config().vocab_size;
+  std::vector<std::vector<int32_t>> tokens = {random_tokens(20, 1, vocab), random_tokens(3, 2, vocab)};
+  ForwardBatch prefill;
+  for (size_t s = 0; s < tokens.size(); ++s) prefill.seqs.push_back({0, tokens[s], table_for(int32_t(s), 4, graphs.num_kv_blocks())});
+  graphs.forward(prefill);
+  eager.forward(prefill);
+  for (int step = 0; step < 5; ++step) {  // step 0 captures, later steps replay
+    ForwardBatch decode;
+    for (size_t s = 0; s < tokens.size(); ++s) {
+      decode.seqs.push_back({int32_t(tokens[s].size()), {int32_t(step + 40)}, table_for(int32_t(s), 4, graphs.num_kv_blocks())});
+      tokens[s].push_back(step + 40);
+    }
+    EXPECT_EQ(graphs.forward(decode).logits, eager.forward(decode).logits) << "step " << step;
+  }
+}
+
+// A prompt prefilled in chunks reads its earlier chunks from the paged cache.
+TEST_F(CudaRunner, ChunkedPrefillMatchesWhole) {
+  const auto model = tiny(DType::F16);
+  CudaLlamaRunner whole(*model, small_gpu_options(false)), chunked(*model, small_gpu_options(false));
+  const auto tokens = random_tokens(100, 5, model->config().vocab_size);
+  const auto table = table_for(0, 7, whole.num_kv_blocks());
+  const ForwardOutput w = whole.forward({{{0, tokens, table, LogitRows::Last}}});
+  ForwardOutput c;
+  for (int32_t begin = 0; begin < 100; begin += 33) {
+    const int32_t end = std::min(begin + 33, 100);
+    c = chunked.forward({{{begin, std::vector<int32_t>(tokens.begin() + begin, tokens.begin() + end), table,
+                           end == 100 ? LogitRows::Last : LogitRows::None}}});
+  }
+  EXPECT_LE(max_diff(w, c), kTinyTolerance * std::max(1.0, max_abs(w)));
+}
+
+TEST_F(CudaRunner, RejectsMalformedBatchesLikeTheCpu) {
+  const auto model = tiny(DType::F32);
+  CudaLlamaRunner gpu(*model, small_gpu_options(true));
+  EXPECT_THROW(gpu.forward({}), std::invalid_argument);
+  EXPECT_THROW(gpu.forward({{{0, {model->config().vocab_size}, {0}}}}), std::invalid_argument);
+  EXPECT_THROW(gpu.forward({{{0, {1, 2}, {gpu.num_kv_blocks()}}}}), std::invalid_argument);
+}
+
+// SmolLM2 teacher-forced on the CPU's greedy continuation of the foundation issue's prompts: the
+// GPU's top-1 must equal the CPU's wherever the CPU's top-1/top-2 gap exceeds 0.1.
+TEST_F(CudaRunner, SmolLM2GreedyMatchesCpuWhereDecisive) {
+  const auto model = LlamaModel::load(test::real_model_path());
+  std::ifstream f(test::fixture_path("smollm2_llamacpp.json"));
+  const auto fixture = nlohmann::json::parse(f);
+  CudaRunnerOptions o;
+  o.kv_cache_bytes = 256 << 20;
+  CudaLlamaRunner gpu(*model, o);
+  LlamaRunner cpu(*model, 256, 16);
+  int decisive = 0, agree = 0;
+  for (const auto& p : fixture["prompts"]) {
+    auto tokens = p["prompt_ids"].get<std::vector<int32_t>>();
+    const auto generated = p["generated_ids"].get<std::vector<int32_t>>();
+    const size_t first = tokens.size() - 1;
+    tokens.insert(tokens.end(), generated.begin(), generated.end() - 1);
+    std::vector<int32_t> table((tokens.size() + 15) / 16);
+    std::iota(table.begin(), table.end(), 0);
+    const ForwardBatch b{{{0, tokens, table, LogitRows::All}}};
+    const ForwardOutput c = cpu.forward(b), g = gpu.forward(b);
+    for (size_t i = first; i < tokens.size(); ++i) {
+      const float* cr = c.row(0, int32_t(i));
+      const float* gr = g.row(0, int32_t(i));
+      std::vector<int32_t> order(c.vocab_size);
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + 2, order.end(), [&](int32_t a, int32_t z) { return cr[a] > cr[z]; });
+      if (cr[order[0]] - cr[order[1]] <= 0.1f) continue;
+      ++decisive;
+      const int32_t gpu_top = int32_t(std::max_element(gr, gr + g.vocab_size) - gr);
+      agree += gpu_top == order[0];
+      EXPECT_EQ(gpu_top, order[0]) << "position " << i;
+    }
+  }
+  std::printf("[ agreement ] GPU top-1 equals CPU top-1 at %d/%d decisive positions\n", agree, decisive);
+  EXPECT_GT(decisive, 100);
+}
+
+// Runs without a GPU too: asking for the GPU where there is none is a clear error, not a crash.
+TEST(CudaRunnerWithoutDevice, ConstructorSaysWhatIsMissing) {
+  if (kernels::cuda::device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
+  const auto model = tiny(DType::F32);
+  try {
+    CudaLlamaRunner gpu(*model, small_gpu_options(true));
+    FAIL() << "constructed without a device";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA device"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CudaRunner, RejectsUnsupportedHeadDim) {
+  test::TinyModelSpec spec;  // dim 64 over 4 heads: head_dim 16
+  const std::string path = test::temp_model_path("tiny_hd16");
+  test::write_tiny_model(path, spec);
+  const auto model = LlamaModel::load(path);
+  EXPECT_THROW(CudaLlamaRunner(*model, small_gpu_options(true)), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace flashserve
