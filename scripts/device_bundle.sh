@@ -25,7 +25,7 @@ done
 ldd .device/bin/* | awk '/=> \// {print $3}' | sort -u |
   grep -v -E '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|libgomp|libcuda|libcudart|libcublas|libcublasLt)\.so' |
   xargs -r cp -L -t .device/lib/
-cp bench/kernels/torch_baselines.py bench/kernels/compare.py .device/ 2>/dev/null || true
+git rev-parse HEAD >.device/commit
 
 model=".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 [ -f "$model" ] || ./scripts/fetch_model.sh
@@ -53,11 +53,10 @@ case "${1:-}" in
     "$here/bin/test_cuda_runner" 2>&1 | tee -a "$out/tests.txt"
     compute-sanitizer --tool memcheck "$here/bin/test_cuda_ops" --gtest_brief=1 2>&1 | tail -5 | tee -a "$out/tests.txt"
     compute-sanitizer --tool racecheck "$here/bin/test_cuda_ops" --gtest_brief=1 2>&1 | tail -5 | tee -a "$out/tests.txt" ;;
-  bench)
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/bench.txt"
-    "$here/bin/bench_cuda_ops" 2>&1 | tee -a "$out/bench.txt"
-    python3 "$here/torch_baselines.py" 2>&1 | tee -a "$out/bench.txt"
-    "$here/bin/bench_cuda_decode" 2>&1 | tee -a "$out/bench.txt" ;;
+  bench)  # kernels against PyTorch (bench/kernels/run_gpu.sh), then end-to-end decode
+    GIT_COMMIT="$(cat "$here/commit")" BENCH_BIN="$here/bin/bench_cuda_ops" bash "$here/../bench/kernels/run_gpu.sh" all
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/decode.txt"
+    "$here/bin/bench_cuda_decode" 2>&1 | tee -a "$out/decode.txt" ;;
   *) echo "usage: run.sh join-model|tests|bench" >&2; exit 2 ;;
 esac
 RUN
