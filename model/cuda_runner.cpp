@@ -142,6 +142,9 @@ void check_options(const ModelConfig& c, const CudaRunnerOptions& o) {
   if (c.head_dim != 64 && c.head_dim != 128) {
     throw std::invalid_argument("the CUDA attention kernels support head dims 64 and 128, not " + std::to_string(c.head_dim));
   }
+  if (c.is_moe()) {
+    throw std::invalid_argument("the CUDA runner does not run mixture-of-experts models yet; use --device cpu");
+  }
   if (o.memory_fraction <= 0.0 || o.memory_fraction > 1.0) throw std::invalid_argument("memory fraction must be in (0, 1]");
   if (o.block_size <= 0 || o.max_num_seqs <= 0 || o.max_num_batched_tokens <= 0) {
     throw std::invalid_argument("block size, max_num_seqs and max_num_batched_tokens must be positive");

@@ -29,6 +29,18 @@ WeightMatrix bind_matrix(const GgufFile& f, const std::string& name, int64_t row
   return WeightMatrix{t.data, t.type, rows, cols};
 }
 
+StackedWeights bind_stacked(const GgufFile& f, const std::string& name, int64_t count, int64_t rows, int64_t cols) {
+  const GgufTensor& t = require_tensor(f, name, {cols, rows, count});
+  return StackedWeights{t.data, t.type, count, rows, cols};
+}
+
+MoeWeights bind_moe(const GgufFile& f, const std::string& p, const ModelConfig& c) {
+  return MoeWeights{bind_matrix(f, p + "ffn_gate_inp.weight", c.num_experts, c.dim),
+                    bind_stacked(f, p + "ffn_gate_exps.weight", c.num_experts, c.ffn_dim, c.dim),
+                    bind_stacked(f, p + "ffn_up_exps.weight", c.num_experts, c.ffn_dim, c.dim),
+                    bind_stacked(f, p + "ffn_down_exps.weight", c.num_experts, c.dim, c.ffn_dim)};
+}
+
 // Norm weights are tiny: keep an f32 copy whatever their stored type.
 std::vector<float> load_vector(const GgufFile& f, const std::string& name, int64_t n) {
   const GgufTensor& t = require_tensor(f, name, {n});
@@ -38,6 +50,11 @@ std::vector<float> load_vector(const GgufFile& f, const std::string& name, int64
 }
 
 }  // namespace
+
+WeightMatrix StackedWeights::expert(int64_t e) const {
+  const size_t matrix_bytes = size_t(rows) * kernels::row_bytes(type, cols);
+  return WeightMatrix{static_cast<const char*>(data) + size_t(e) * matrix_bytes, type, rows, cols};
+}
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
   std::unique_ptr<LlamaModel> m(new LlamaModel());
@@ -72,6 +89,10 @@ void LlamaModel::bind_weights() {
     l.wk = bind_matrix(f, p + "attn_k.weight", kv_dim, c.dim);
     l.wv = bind_matrix(f, p + "attn_v.weight", kv_dim, c.dim);
     l.wo = bind_matrix(f, p + "attn_output.weight", c.dim, q_dim);
+    if (c.is_moe()) {
+      l.moe = bind_moe(f, p, c);
+      continue;
+    }
     l.w_gate = bind_matrix(f, p + "ffn_gate.weight", c.ffn_dim, c.dim);
     l.w_up = bind_matrix(f, p + "ffn_up.weight", c.ffn_dim, c.dim);
     l.w_down = bind_matrix(f, p + "ffn_down.weight", c.dim, c.ffn_dim);

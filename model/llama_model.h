@@ -1,4 +1,5 @@
-// A Llama-family decoder (embedding, RMSNorm, RoPE, grouped-query attention, SwiGLU MLP, LM head)
+// A Llama-family decoder (embedding, RMSNorm, RoPE, grouped-query attention, SwiGLU MLP or a
+// mixture of SwiGLU experts, LM head)
 // running on the CPU kernels, weights read in place from the memory-mapped GGUF file.
 #pragma once
 #include <memory>
@@ -22,13 +23,32 @@ struct WeightMatrix {
   int64_t cols = 0;
 };
 
+// `count` matrices of [rows][cols], stored back to back (GGUF shape {cols, rows, count}).
+struct StackedWeights {
+  const void* data = nullptr;
+  kernels::DType type = kernels::DType::F32;
+  int64_t count = 0;
+  int64_t rows = 0;
+  int64_t cols = 0;
+
+  WeightMatrix expert(int64_t e) const;
+};
+
+// A mixture-of-experts FFN: the router picks experts per token, each expert is a SwiGLU MLP.
+struct MoeWeights {
+  WeightMatrix router;     // [num_experts][dim]
+  StackedWeights gate, up; // num_experts x [ffn_dim][dim]
+  StackedWeights down;     // num_experts x [dim][ffn_dim]
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;   // [dim]
   WeightMatrix wq;     // [num_heads * head_dim][dim]
   WeightMatrix wk, wv; // [num_kv_heads * head_dim][dim]
   WeightMatrix wo;     // [dim][num_heads * head_dim]
-  WeightMatrix w_gate, w_up;  // [ffn_dim][dim]
-  WeightMatrix w_down;        // [dim][ffn_dim]
+  WeightMatrix w_gate, w_up;  // [ffn_dim][dim]; unbound in MoE models
+  WeightMatrix w_down;        // [dim][ffn_dim]; unbound in MoE models
+  MoeWeights moe;             // bound only when the config has experts
 };
 
 class LlamaModel {

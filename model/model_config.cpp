@@ -2,9 +2,11 @@
 // the consistency checks the forward pass relies on.
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "kernels/moe_routing.h"
 #include "model/gguf.h"
 
 namespace flashserve {
@@ -19,6 +21,10 @@ class Keys {
 
   std::string key(const std::string& name) const { return prefix_ + name; }
   bool has(const std::string& name) const { return f_.has(key(name)); }
+
+  uint64_t uint_or(const std::string& name, uint64_t fallback) const {
+    return has(name) ? f_.get_uint(key(name)) : fallback;
+  }
 
   int32_t positive_int(const std::string& name) const { return check_positive(name, f_.get_uint(key(name))); }
   int32_t positive_int(const std::string& name, int32_t fallback) const {
@@ -101,6 +107,28 @@ void read_rope(const Keys& k, ModelConfig& c) {
   }
 }
 
+// Dense models omit both keys (or write zeros); the limits are the routing kernel's.
+void read_experts(const Keys& k, ModelConfig& c) {
+  const uint64_t experts = k.uint_or("expert_count", 0);
+  const uint64_t used = k.uint_or("expert_used_count", 0);
+  if (experts == 0) {
+    if (used != 0) k.fail("expert_used_count", in_parens(used) + " is set but " + k.key("expert_count") + " is 0 or missing");
+    return;
+  }
+  if (experts > uint64_t(kernels::kMoeMaxExperts)) {
+    k.fail("expert_count", in_parens(experts) + " exceeds the supported maximum of " +
+                               std::to_string(kernels::kMoeMaxExperts));
+  }
+  const uint64_t max_used = std::min<uint64_t>(experts, kernels::kMoeMaxTopK);
+  if (used < 1 || used > max_used) {
+    k.fail("expert_used_count", in_parens(used) + " must be between 1 and " + std::to_string(max_used) +
+                                    " (the smaller of " + k.key("expert_count") + " and " +
+                                    std::to_string(kernels::kMoeMaxTopK) + ")");
+  }
+  c.num_experts = static_cast<int32_t>(experts);
+  c.num_experts_used = static_cast<int32_t>(used);
+}
+
 // Without `<arch>.vocab_size`, the vocabulary is the tokenizer's token list.
 int32_t read_vocab_size(const GgufFile& f, const Keys& k) {
   if (k.has("vocab_size")) return k.positive_int("vocab_size");
@@ -130,6 +158,7 @@ ModelConfig read_model_config(const GgufFile& f) {
   read_attention(k, c);
   read_rope(k, c);
   c.vocab_size = read_vocab_size(f, k);
+  read_experts(k, c);
   return c;
 }
 

@@ -23,6 +23,10 @@ struct ModelConfig {
   float rope_theta = 10000.0f;   // rope.freq_base
   float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor when rope.scaling.type is "linear"
   float rms_eps = 1e-5f;         // attention.layer_norm_rms_epsilon
+  int32_t num_experts = 0;       // expert_count; 0 for a dense (non-MoE) FFN
+  int32_t num_experts_used = 0;  // expert_used_count: experts each token is routed to
+
+  bool is_moe() const { return num_experts > 0; }
 };
 
 // Throws GgufError naming a missing or inconsistent key (e.g. heads not dividing dim).

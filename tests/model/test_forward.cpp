@@ -93,18 +93,72 @@ INSTANTIATE_TEST_SUITE_P(WeightTypes, ForwardVsReference,
                                            TypeCase{DType::Q4_0, DType::Q8_0, false},
                                            TypeCase{DType::Q4_1, DType::Q8_0, true}));
 
-class ForwardInvariance : public ::testing::Test {
+struct MoeCase {
+  int32_t experts, used;
+  DType matrix;
+};
+
+class MoeForwardVsReference : public ::testing::TestWithParam<MoeCase> {};
+
+// Routing has to agree with the f64 reference too: a token sent to another expert, a dropped
+// renormalisation or a result summed into the wrong token moves the logits far past the bound.
+TEST_P(MoeForwardVsReference, LogitsMatchF64Reference) {
+  test::TinyModelSpec spec;
+  spec.num_experts = GetParam().experts;
+  spec.experts_used = GetParam().used;
+  spec.matrix_type = GetParam().matrix;
+  spec.embd_type = DType::Q8_0;
+  spec.seed = 9;
+  auto m = tiny(spec);
+  ASSERT_TRUE(m->config().is_moe());
+  const auto tokens = random_tokens(37, 4);
+  KvCache cache(m->config(), 8, 16);
+  const Logits got = prefill(*m, cache, tokens, blocks(0, 3), int(tokens.size()));
+  const auto want = test::reference_logits(m->file(), tokens);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t p = 0; p < got.size(); ++p) {
+    EXPECT_LT(test::relative_error(got[p].data(), want[p]), 1e-4) << "position " << p;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ExpertsAndWeightTypes, MoeForwardVsReference,
+                         ::testing::Values(MoeCase{8, 2, DType::F32}, MoeCase{4, 1, DType::F32},
+                                           MoeCase{8, 2, DType::Q8_0}, MoeCase{4, 1, DType::Q4_1},
+                                           MoeCase{8, 2, DType::Q4_1}),
+                         [](const ::testing::TestParamInfo<MoeCase>& info) {
+                           const MoeCase& c = info.param;
+                           return std::to_string(c.experts) + "ExpertsTop" + std::to_string(c.used) + "_" +
+                                  std::string(kernels::dtype_name(c.matrix));
+                         });
+
+struct FfnCase {
+  int32_t experts, used;  // 0, 0: dense
+};
+
+// Every invariance holds for dense and mixture-of-experts models alike: MoE regroups rows by
+// expert, so a token's expert batch differs between batched, alone and chunked runs.
+class ForwardInvariance : public ::testing::TestWithParam<FfnCase> {
  protected:
   void SetUp() override {
     test::TinyModelSpec spec;
     spec.matrix_type = DType::Q4_1;
     spec.embd_type = DType::Q8_0;
+    spec.num_experts = GetParam().experts;
+    spec.experts_used = GetParam().used;
     model_ = tiny(spec);
   }
   std::unique_ptr<LlamaModel> model_;
 };
 
-TEST_F(ForwardInvariance, ShuffledBlockTableMatchesContiguous) {
+INSTANTIATE_TEST_SUITE_P(Ffn, ForwardInvariance,
+                         ::testing::Values(FfnCase{0, 0}, FfnCase{8, 2}, FfnCase{4, 1}),
+                         [](const ::testing::TestParamInfo<FfnCase>& info) {
+                           const FfnCase& c = info.param;
+                           return c.experts == 0 ? std::string("Dense")
+                                                 : "Moe" + std::to_string(c.experts) + "Top" + std::to_string(c.used);
+                         });
+
+TEST_P(ForwardInvariance, ShuffledBlockTableMatchesContiguous) {
   const auto tokens = random_tokens(70, 11);
   KvCache a(model_->config(), 16, 16), b(model_->config(), 16, 16);
   std::vector<int32_t> shuffled = blocks(0, 16);
@@ -113,7 +167,7 @@ TEST_F(ForwardInvariance, ShuffledBlockTableMatchesContiguous) {
   EXPECT_EQ(prefill(*model_, a, tokens, blocks(0, 5), 70), prefill(*model_, b, tokens, shuffled, 70));
 }
 
-TEST_F(ForwardInvariance, ChunkedPrefillMatchesWhole) {
+TEST_P(ForwardInvariance, ChunkedPrefillMatchesWhole) {
   const auto tokens = random_tokens(53, 12);
   KvCache a(model_->config(), 4, 16), b(model_->config(), 4, 16), c(model_->config(), 4, 16);
   const Logits whole = prefill(*model_, a, tokens, blocks(0, 4), 53);
@@ -121,7 +175,7 @@ TEST_F(ForwardInvariance, ChunkedPrefillMatchesWhole) {
   EXPECT_EQ(whole, prefill(*model_, c, tokens, blocks(0, 4), 1));  // token-by-token decode
 }
 
-TEST_F(ForwardInvariance, BatchedSequencesMatchEachAlone) {
+TEST_P(ForwardInvariance, BatchedSequencesMatchEachAlone) {
   const std::vector<std::vector<int32_t>> prompts = {random_tokens(5, 1), random_tokens(33, 2), random_tokens(1, 3),
                                                      random_tokens(17, 4)};
   KvCache batched(model_->config(), 32, 16);
@@ -136,7 +190,7 @@ TEST_F(ForwardInvariance, BatchedSequencesMatchEachAlone) {
   }
 }
 
-TEST_F(ForwardInvariance, MixedPrefillAndDecodeBatchMatchesAlone) {
+TEST_P(ForwardInvariance, MixedPrefillAndDecodeBatchMatchesAlone) {
   const auto long_prompt = random_tokens(40, 21), short_prompt = random_tokens(9, 22);
   KvCache cache(model_->config(), 16, 16);
   prefill(*model_, cache, short_prompt, blocks(0, 1), 8);  // short one has 8 tokens cached
@@ -149,7 +203,7 @@ TEST_F(ForwardInvariance, MixedPrefillAndDecodeBatchMatchesAlone) {
   EXPECT_EQ(rows_of(out, 1), prefill(*model_, alone2, long_prompt, blocks(0, 3), 40));
 }
 
-TEST_F(ForwardInvariance, LastTokenLogitsOnlyByDefault) {
+TEST_P(ForwardInvariance, LastTokenLogitsOnlyByDefault) {
   const auto tokens = random_tokens(10, 31);
   KvCache cache(model_->config(), 2, 16);
   SequenceInput s = seq_input(tokens, 0, 10, blocks(0, 1));
@@ -160,7 +214,7 @@ TEST_F(ForwardInvariance, LastTokenLogitsOnlyByDefault) {
   EXPECT_EQ(rows_of(out, 0).back(), prefill(*model_, again, tokens, blocks(0, 1), 10).back());
 }
 
-TEST_F(ForwardInvariance, ChunkWithoutLogitsStillFillsTheCache) {
+TEST_P(ForwardInvariance, ChunkWithoutLogitsStillFillsTheCache) {
   const auto tokens = random_tokens(30, 41);
   KvCache a(model_->config(), 2, 16), b(model_->config(), 2, 16);
   SequenceInput head = seq_input(tokens, 0, 20, blocks(0, 2));
@@ -173,7 +227,7 @@ TEST_F(ForwardInvariance, ChunkWithoutLogitsStillFillsTheCache) {
   EXPECT_EQ(rows_of(tail, 0), Logits(whole.begin() + 20, whole.end()));
 }
 
-TEST_F(ForwardInvariance, MalformedBatchesAreRejected) {
+TEST_P(ForwardInvariance, MalformedBatchesAreRejected) {
   KvCache cache(model_->config(), 2, 16);
   auto expect_rejected = [&](SequenceInput s, const std::string& fragment) {
     try {
@@ -203,6 +257,21 @@ TEST(ModelLoad, MissingTensorIsNamed) {
     FAIL() << "loaded a model without " << spec.omit_tensor;
   } catch (const GgufError& e) {
     EXPECT_NE(std::string(e.what()).find("blk.1.ffn_up.weight"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModelLoad, MissingExpertTensorIsNamed) {
+  test::TinyModelSpec spec;
+  spec.num_experts = 4;
+  spec.experts_used = 2;
+  spec.omit_tensor = "blk.1.ffn_down_exps.weight";
+  const std::string path = test::temp_model_path("missing_experts");
+  test::write_tiny_model(path, spec);
+  try {
+    LlamaModel::load(path);
+    FAIL() << "loaded a model without " << spec.omit_tensor;
+  } catch (const GgufError& e) {
+    EXPECT_NE(std::string(e.what()).find("blk.1.ffn_down_exps.weight"), std::string::npos) << e.what();
   }
 }
 

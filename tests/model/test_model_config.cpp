@@ -181,6 +181,47 @@ TEST_F(ModelConfigTest, InconsistentValuesNameTheKey) {
   }
 }
 
+TEST_F(ModelConfigTest, DenseUnlessExpertsAreDeclared) {
+  EXPECT_FALSE(load().is_moe());
+  keys["llama.expert_count"] = 0u;
+  keys["llama.expert_used_count"] = 0u;
+  EXPECT_FALSE(load().is_moe());
+}
+
+TEST_F(ModelConfigTest, ExpertCounts) {
+  keys["llama.expert_count"] = 8u;
+  keys["llama.expert_used_count"] = 2u;
+  ModelConfig c = load();
+  EXPECT_TRUE(c.is_moe());
+  EXPECT_EQ(c.num_experts, 8);
+  EXPECT_EQ(c.num_experts_used, 2);
+}
+
+TEST_F(ModelConfigTest, BadExpertCountsNameTheKey) {
+  struct Case {
+    uint32_t experts, used;
+    std::string fragment;
+  };
+  const std::vector<Case> cases = {
+      {8, 0, "llama.expert_used_count (0) must be between 1 and 8"},
+      {4, 5, "llama.expert_used_count (5) must be between 1 and 4"},
+      {64, 9, "llama.expert_used_count (9) must be between 1 and 8"},
+      {257, 2, "llama.expert_count (257) exceeds the supported maximum of 256"},
+      {0, 2, "llama.expert_used_count (2) is set but llama.expert_count is 0 or missing"},
+  };
+  const auto all = keys;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.fragment);
+    keys = all;
+    keys["llama.expert_count"] = c.experts;
+    keys["llama.expert_used_count"] = c.used;
+    expect_error({c.fragment});
+  }
+  keys = all;
+  keys["llama.expert_count"] = 8u;
+  expect_error({"llama.expert_used_count (0) must be between 1 and 8"});
+}
+
 TEST_F(ModelConfigTest, LinearScalingNeedsPositiveFactor) {
   keys["llama.rope.scaling.type"] = std::string("linear");
   keys["llama.rope.scaling.factor"] = 0.0f;

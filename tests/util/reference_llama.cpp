@@ -28,6 +28,15 @@ Mat load(const GgufFile& f, const std::string& name) {
   return m;
 }
 
+// A GGUF {cols, rows, count} tensor as `count` matrices.
+std::vector<Mat> load_stacked(const GgufFile& f, const std::string& name) {
+  const Mat all = load(f, name);
+  const size_t count = size_t(f.find_tensor(name)->shape[2]), rows = all.size() / count;
+  std::vector<Mat> out(count);
+  for (size_t e = 0; e < count; ++e) out[e].assign(all.begin() + e * rows, all.begin() + (e + 1) * rows);
+  return out;
+}
+
 Vec matvec(const Mat& w, const Vec& x) {
   Vec y(w.size(), 0.0);
   for (size_t o = 0; o < w.size(); ++o) {
@@ -58,10 +67,43 @@ void rope(Vec& x, int heads, int head_dim, int rot_dim, int pos, double theta, d
   }
 }
 
+struct Expert {
+  Mat gate, up, down;
+};
+
 struct Layer {
   Vec attn_norm, ffn_norm;
-  Mat wq, wk, wv, wo, gate, up, down;
+  Mat wq, wk, wv, wo;
+  Expert dense;                 // unused in MoE models
+  Mat router;                   // MoE only: [num_experts][dim]
+  std::vector<Expert> experts;  // MoE only
 };
+
+Vec swiglu_mlp(const Expert& w, const Vec& h) {
+  Vec g = matvec(w.gate, h);
+  const Vec u = matvec(w.up, h);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+  return matvec(w.down, g);
+}
+
+// Softmax over all experts, the top_k best (higher probability, lower id on ties), their
+// probabilities renormalised to sum to 1, as Mixtral does.
+Vec moe_mlp(const Layer& l, const Vec& h, int top_k) {
+  Vec p = matvec(l.router, h);
+  const double mx = *std::max_element(p.begin(), p.end());
+  for (double& v : p) v = std::exp(v - mx);
+  std::vector<int> order(p.size());
+  for (size_t e = 0; e < order.size(); ++e) order[e] = int(e);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
+  double chosen = 0;
+  for (int j = 0; j < top_k; ++j) chosen += p[order[j]];
+  Vec out(h.size(), 0.0);
+  for (int j = 0; j < top_k; ++j) {
+    const Vec y = swiglu_mlp(l.experts[order[j]], h);
+    for (size_t i = 0; i < out.size(); ++i) out[i] += p[order[j]] / chosen * y[i];
+  }
+  return out;
+}
 
 // Causal attention of the last query over all keys so far.
 Vec attend(const Vec& q, const Mat& keys, const Mat& values, const ModelConfig& c) {
@@ -85,6 +127,13 @@ Vec attend(const Vec& q, const Mat& keys, const Mat& values, const ModelConfig& 
   return out;
 }
 
+void load_experts(const GgufFile& f, const std::string& p, Layer& l) {
+  l.router = load(f, p + "ffn_gate_inp.weight");
+  const auto gate = load_stacked(f, p + "ffn_gate_exps.weight"), up = load_stacked(f, p + "ffn_up_exps.weight"),
+             down = load_stacked(f, p + "ffn_down_exps.weight");
+  for (size_t e = 0; e < gate.size(); ++e) l.experts.push_back({gate[e], up[e], down[e]});
+}
+
 }  // namespace
 
 struct ReferenceLlama::Weights {
@@ -103,9 +152,18 @@ ReferenceLlama::ReferenceLlama(const GgufFile& f) : w_(std::make_unique<Weights>
   w.layers.resize(w.c.num_layers);
   for (int i = 0; i < w.c.num_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
-    w.layers[i] = {load(f, p + "attn_norm.weight")[0], load(f, p + "ffn_norm.weight")[0], load(f, p + "attn_q.weight"),
-                   load(f, p + "attn_k.weight"), load(f, p + "attn_v.weight"), load(f, p + "attn_output.weight"),
-                   load(f, p + "ffn_gate.weight"), load(f, p + "ffn_up.weight"), load(f, p + "ffn_down.weight")};
+    Layer& l = w.layers[i];
+    l.attn_norm = load(f, p + "attn_norm.weight")[0];
+    l.ffn_norm = load(f, p + "ffn_norm.weight")[0];
+    l.wq = load(f, p + "attn_q.weight");
+    l.wk = load(f, p + "attn_k.weight");
+    l.wv = load(f, p + "attn_v.weight");
+    l.wo = load(f, p + "attn_output.weight");
+    if (w.c.is_moe()) {
+      load_experts(f, p, l);
+    } else {
+      l.dense = {load(f, p + "ffn_gate.weight"), load(f, p + "ffn_up.weight"), load(f, p + "ffn_down.weight")};
+    }
   }
 }
 
@@ -128,10 +186,7 @@ std::vector<std::vector<double>> ReferenceLlama::logits(const std::vector<int32_
       const Vec o = matvec(l.wo, attend(q, keys[li], values[li], c));
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
       h = rmsnorm(x, l.ffn_norm, c.rms_eps);
-      Vec g = matvec(l.gate, h);
-      const Vec u = matvec(l.up, h);
-      for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-      const Vec d = matvec(l.down, g);
+      const Vec d = c.is_moe() ? moe_mlp(l, h, c.num_experts_used) : swiglu_mlp(l.dense, h);
       for (size_t i = 0; i < x.size(); ++i) x[i] += d[i];
     }
     logits.push_back(matvec(w_->out_w, rmsnorm(x, w_->out_norm, c.rms_eps)));

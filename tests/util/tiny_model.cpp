@@ -67,14 +67,13 @@ class WeightMaker {
 
   // A [rows][cols] matrix (GGUF shape {cols, rows}) of uniform values in [-scale, scale].
   void matrix(GgufWriter& w, const std::string& name, int64_t rows, int64_t cols, kernels::DType type, float scale) {
-    std::vector<float> row(cols);
-    std::vector<uint8_t> bytes(kernels::row_bytes(type, cols) * rows);
-    const size_t rb = kernels::row_bytes(type, cols);
-    for (int64_t r = 0; r < rows; ++r) {
-      for (float& x : row) x = uniform(scale);
-      kernels::quantize_row(type, row.data(), bytes.data() + r * rb, cols);
-    }
-    if (name != omit_) w.add_tensor(name, {cols, rows}, type, bytes.data(), bytes.size());
+    tensor(w, name, {cols, rows}, type, scale);
+  }
+
+  // `count` such matrices back to back (GGUF shape {cols, rows, count}), as MoE experts are stored.
+  void stacked(GgufWriter& w, const std::string& name, int64_t count, int64_t rows, int64_t cols,
+               kernels::DType type, float scale) {
+    tensor(w, name, {cols, rows, count}, type, scale);
   }
 
   // A norm weight near 1.
@@ -85,10 +84,40 @@ class WeightMaker {
   }
 
  private:
+  void tensor(GgufWriter& w, const std::string& name, const std::vector<int64_t>& shape, kernels::DType type,
+              float scale) {
+    const int64_t cols = shape[0];
+    int64_t rows = 1;
+    for (size_t d = 1; d < shape.size(); ++d) rows *= shape[d];
+    std::vector<float> row(cols);
+    const size_t rb = kernels::row_bytes(type, cols);
+    std::vector<uint8_t> bytes(rb * rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (float& x : row) x = uniform(scale);
+      kernels::quantize_row(type, row.data(), bytes.data() + r * rb, cols);
+    }
+    if (name != omit_) w.add_tensor(name, shape, type, bytes.data(), bytes.size());
+  }
+
   float uniform(float scale) { return std::uniform_real_distribution<float>(-scale, scale)(rng_); }
   std::mt19937 rng_;
   std::string omit_;
 };
+
+void ffn(GgufWriter& w, WeightMaker& m, const std::string& p, const TinyModelSpec& s) {
+  const float in_scale = 1.0f / std::sqrt(float(s.dim)), down_scale = 1.0f / std::sqrt(float(s.ffn_dim));
+  if (s.num_experts == 0) {
+    m.matrix(w, p + "ffn_gate.weight", s.ffn_dim, s.dim, s.matrix_type, in_scale);
+    m.matrix(w, p + "ffn_up.weight", s.ffn_dim, s.dim, s.matrix_type, in_scale);
+    m.matrix(w, p + "ffn_down.weight", s.dim, s.ffn_dim, s.matrix_type, down_scale);
+    return;
+  }
+  // A larger router scale spreads the logits so the top-k choice is decisive, not a near-tie.
+  m.matrix(w, p + "ffn_gate_inp.weight", s.num_experts, s.dim, kernels::DType::F32, 4.0f * in_scale);
+  m.stacked(w, p + "ffn_gate_exps.weight", s.num_experts, s.ffn_dim, s.dim, s.matrix_type, in_scale);
+  m.stacked(w, p + "ffn_up_exps.weight", s.num_experts, s.ffn_dim, s.dim, s.matrix_type, in_scale);
+  m.stacked(w, p + "ffn_down_exps.weight", s.num_experts, s.dim, s.ffn_dim, s.matrix_type, down_scale);
+}
 
 }  // namespace
 
@@ -105,6 +134,10 @@ void write_tiny_model(const std::string& path, const TinyModelSpec& s) {
   w.add_uint32("llama.vocab_size", kTinyVocab);
   w.add_float32("llama.rope.freq_base", s.rope_theta);
   w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  if (s.num_experts > 0) {
+    w.add_uint32("llama.expert_count", s.num_experts);
+    w.add_uint32("llama.expert_used_count", s.experts_used);
+  }
   add_vocab(w);
 
   const int32_t head_dim = s.dim / s.num_heads;
@@ -122,9 +155,7 @@ void write_tiny_model(const std::string& path, const TinyModelSpec& s) {
     m.matrix(w, p + "attn_k.weight", kv_dim, s.dim, s.matrix_type, in_scale);
     m.matrix(w, p + "attn_v.weight", kv_dim, s.dim, s.matrix_type, in_scale);
     m.matrix(w, p + "attn_output.weight", s.dim, s.dim, s.matrix_type, in_scale);
-    m.matrix(w, p + "ffn_gate.weight", s.ffn_dim, s.dim, s.matrix_type, in_scale);
-    m.matrix(w, p + "ffn_up.weight", s.ffn_dim, s.dim, s.matrix_type, in_scale);
-    m.matrix(w, p + "ffn_down.weight", s.dim, s.ffn_dim, s.matrix_type, 1.0f / std::sqrt(float(s.ffn_dim)));
+    ffn(w, m, p, s);
   }
   w.write(path);
 }

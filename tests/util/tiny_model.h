@@ -13,6 +13,8 @@ struct TinyModelSpec {
   int32_t num_heads = 4;
   int32_t num_kv_heads = 2;      // grouped-query attention by default
   int32_t context_len = 512;
+  int32_t num_experts = 0;       // > 0: a mixture-of-experts FFN (router + stacked experts)
+  int32_t experts_used = 0;      // top-k per token when num_experts > 0
   float rope_theta = 10000.0f;
   kernels::DType matrix_type = kernels::DType::F32;  // attention and MLP matrices
   kernels::DType embd_type = kernels::DType::F32;    // token embedding (and tied LM head)

@@ -226,5 +226,22 @@ TEST_F(CudaRunner, RejectsUnsupportedHeadDim) {
   EXPECT_THROW(CudaLlamaRunner(*model, small_gpu_options(true)), std::invalid_argument);
 }
 
+TEST_F(CudaRunner, RefusesMixtureOfExperts) {
+  test::TinyModelSpec spec;
+  spec.dim = 128;
+  spec.num_heads = 2;  // head_dim 64, so only the experts can be the reason
+  spec.num_experts = 4;
+  spec.experts_used = 2;
+  const std::string path = test::temp_model_path("tiny_moe");
+  test::write_tiny_model(path, spec);
+  const auto model = LlamaModel::load(path);
+  try {
+    CudaLlamaRunner gpu(*model, small_gpu_options(true));
+    FAIL() << "constructed a CUDA runner for a mixture-of-experts model";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("mixture-of-experts"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace flashserve
