@@ -2,11 +2,12 @@
 # Packs what a lent GPU machine (see the device tool) needs to run our GPU tests and benchmarks.
 # That machine has CUDA 13, CMake and PyTorch but none of our Debian libraries, and a call carries at
 # most 64 MiB: so the binaries built here travel with the shared libraries they load (CUDA's and the
-# C/C++ runtimes excepted, which the machine has in newer versions), and the 98 MB model travels in
-# two halves, one per call, joined there (ignored paths persist between calls while it stays warm).
-#   ./scripts/device_bundle.sh      -> .device/ (bin/, lib/, run.sh), .device-model-1/, .device-model-2/
-# On the device: carry .device and .device-model-1 in one call, .device-model-2 in the next, then
-#   .device/run.sh join-model && .device/run.sh tests && .device/run.sh bench
+# C/C++ runtimes excepted, which the machine has in newer versions). Each of the three folders it
+# writes is under 64 MiB (the 98 MB model in two halves), so each travels in its own call; ignored
+# paths stay on the machine between calls while it is warm, and the model is joined there.
+#   ./scripts/device_bundle.sh   -> .device/ (~42 MiB: bin/, lib/, run.sh), .device-model-1/, .device-model-2/
+# Device calls: carry [".device-model-1"] (command `true`), then [".device-model-2"], then [".device"]
+# with `.device/run.sh join-model && .device/run.sh tests`; later `.device/run.sh bench`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${FLASHSERVE_BUILD_DIR:-build}"
