@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -20,9 +19,6 @@ namespace {
 
 using kernels::SamplingRow;
 using kernels::TokenAdjust;
-
-// RequestSampler's draw, reproduced from a twin of its generator: 53 random bits as a double.
-double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
 float pick(std::mt19937& rng, float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng); }
 bool chance(std::mt19937& rng, double p) { return std::bernoulli_distribution(p)(rng); }
@@ -68,50 +64,18 @@ std::vector<int32_t> random_prompt(std::mt19937& rng, int32_t vocab) {
   return prompt;
 }
 
-// One request as the op sees it: the history RequestSampler keeps, mirrored on the caller's side.
+// One request sampled both ways: `host` through RequestSampler::sample, `device` through its
+// device_row (the engine's path to a runner that samples on the GPU) and the op.
 struct Request {
-  SamplingParams params;
-  std::vector<int32_t> prompt;
-  RequestSampler sampler;
-  std::mt19937_64 rng;  // twin of the sampler's generator
-  std::map<int32_t, int32_t> output_counts;
+  RequestSampler host, device;
+  bool draws;  // RequestSampler draws a uniform only when sampling, not when greedy
 
-  Request(SamplingParams p, std::vector<int32_t> pr, uint64_t seed)
-      : params(std::move(p)), prompt(std::move(pr)), sampler(params, prompt, 0), rng(seed) {}
-
-  void append_adjusts(std::vector<TokenAdjust>& out) const {
-    std::map<int32_t, TokenAdjust> by_token;
-    auto entry = [&](int32_t id) -> TokenAdjust& {
-      auto [it, fresh] = by_token.try_emplace(id, TokenAdjust{id, 0, 0, 0.0f});
-      return it->second;
-    };
-    for (int32_t id : prompt) entry(id).seen = 1;
-    for (const auto& [id, count] : output_counts) {
-      entry(id).seen = 1;
-      entry(id).output_count = count;
-    }
-    for (const auto& [id, bias] : params.logit_bias) entry(id).bias = bias;
-    for (const auto& [id, adjust] : by_token) out.push_back(adjust);
-  }
-
-  SamplingRow row(double uniform, int32_t begin, int32_t end) const {
-    SamplingRow r;
-    r.temperature = params.temperature;
-    r.top_k = params.top_k;
-    r.top_p = params.top_p;
-    r.min_p = params.min_p;
-    r.repetition_penalty = params.repetition_penalty;
-    r.presence_penalty = params.presence_penalty;
-    r.frequency_penalty = params.frequency_penalty;
-    r.uniform = uniform;
-    r.adjust_begin = begin;
-    r.adjust_end = end;
-    return r;
-  }
+  Request(const SamplingParams& p, const std::vector<int32_t>& prompt)
+      : host(p, prompt, 0), device(p, prompt, 0), draws(p.temperature != 0.0f) {}
 };
 
 // Batches of requests sharing a vocabulary, stepped together: each step samples every row with the
-// op in one call and with each request's own RequestSampler, then records the token in both.
+// op in one call (parameters, draw and history from device_row) and with RequestSampler::sample.
 TEST(SamplingOp, PicksRequestSamplersTokenStepAfterStep) {
   std::mt19937 rng(20240611);
   constexpr int kBatches = 200, kBatchSize = 8, kSteps = 3;
@@ -120,26 +84,19 @@ TEST(SamplingOp, PicksRequestSamplersTokenStepAfterStep) {
     const int32_t vocab = std::uniform_int_distribution<int32_t>(1000, 50000)(rng);
     std::vector<Request> requests;
     requests.reserve(kBatchSize);
-    for (int i = 0; i < kBatchSize; ++i) {
-      SamplingParams p = random_params(rng, vocab);
-      const uint64_t seed = *p.seed;
-      requests.emplace_back(std::move(p), random_prompt(rng, vocab), seed);
-    }
+    for (int i = 0; i < kBatchSize; ++i) requests.emplace_back(random_params(rng, vocab), random_prompt(rng, vocab));
     for (int step = 0; step < kSteps; ++step) {
       std::vector<float> logits;
-      std::vector<SamplingRow> rows;
+      std::vector<SamplingRow> rows(kBatchSize);
       std::vector<TokenAdjust> adjusts;
       std::vector<int32_t> expected;
-      for (Request& r : requests) {
+      for (int i = 0; i < kBatchSize; ++i) {
+        Request& r = requests[i];
         const auto row_logits = random_logits(rng, vocab);
-        expected.push_back(r.sampler.sample(row_logits.data(), vocab).token);
-        const bool draws = r.params.temperature != 0.0f;  // RequestSampler draws only when sampling
-        const double u = draws ? uniform01(r.rng) : 0.0;
-        const auto begin = static_cast<int32_t>(adjusts.size());
-        r.append_adjusts(adjusts);
-        rows.push_back(r.row(u, begin, static_cast<int32_t>(adjusts.size())));
+        expected.push_back(r.host.sample(row_logits.data(), vocab).token);
+        ASSERT_TRUE(r.device.device_row(rows[i], adjusts));
         logits.insert(logits.end(), row_logits.begin(), row_logits.end());
-        sampled += draws;
+        sampled += r.draws;
       }
       std::vector<int32_t> tokens(kBatchSize, -1);
       kernels::sample_rows(logits.data(), kBatchSize, vocab, rows.data(), adjusts.data(), tokens.data());
@@ -150,7 +107,7 @@ TEST(SamplingOp, PicksRequestSamplersTokenStepAfterStep) {
           ADD_FAILURE() << "batch " << b << " step " << step << " row " << i << " vocab " << vocab << ": op "
                         << tokens[i] << ", RequestSampler " << expected[i];
         }
-        ++requests[i].output_counts[expected[i]];
+        requests[i].device.record(tokens[i]);
       }
     }
   }
