@@ -76,6 +76,7 @@ void prefill_attention(const float* q, const void* k_cache, const void* v_cache,
 // split depends only on the context length, never on the batch. Each K/V page is read once per KV
 // head, for all the query heads of its group.
 constexpr int32_t kDecodePartition = 512;
+constexpr int32_t kDecodeMaxGroup = 8;  // query heads per KV head one decode block serves
 size_t decode_attention_workspace_bytes(int32_t num_seqs, int32_t num_heads, int32_t head_dim,
                                         int32_t max_context_len);
 void decode_attention(const float* q, const void* k_cache, const void* v_cache, DType kv_type,

@@ -109,11 +109,11 @@ class PinnedInts {
 // Where one step's inputs sit in the packed int32 array. It depends only on the step's shape, so a
 // decode graph for a bucket always reads its inputs from the same addresses.
 struct InputLayout {
-  InputLayout(int64_t tokens, int64_t logit_rows, int64_t seqs, int64_t table_stride)
+  InputLayout(int64_t tokens, int64_t num_logit_rows, int64_t seqs, int64_t table_stride)
       : positions(tokens),
         slots(2 * tokens),
         logit_rows(3 * tokens),
-        query_start(logit_rows + 3 * tokens),
+        query_start(num_logit_rows + 3 * tokens),
         context_lens(query_start + seqs + 1),
         block_tables(context_lens + seqs),
         total(block_tables + seqs * table_stride) {}
@@ -141,6 +141,10 @@ void check_options(const ModelConfig& c, const CudaRunnerOptions& o) {
   }
   if (c.head_dim != 64 && c.head_dim != 128) {
     throw std::invalid_argument("the CUDA attention kernels support head dims 64 and 128, not " + std::to_string(c.head_dim));
+  }
+  if (c.num_heads / c.num_kv_heads > kc::kDecodeMaxGroup) {
+    throw std::invalid_argument("the CUDA decode kernel serves at most " + std::to_string(kc::kDecodeMaxGroup) +
+                                " query heads per KV head, not " + std::to_string(c.num_heads / c.num_kv_heads));
   }
   if (c.is_moe()) {
     throw std::invalid_argument("the CUDA runner does not run mixture-of-experts models yet; use --device cpu");

@@ -20,6 +20,7 @@ using namespace attention;
 
 constexpr int kRowsPerWarp = 2;
 constexpr int kMaxGroup = kWarps * kRowsPerWarp;
+static_assert(kMaxGroup == kDecodeMaxGroup, "the header promises callers this group size");
 
 __host__ __device__ constexpr int32_t num_splits(int32_t context_len) {
   return (context_len + kDecodePartition - 1) / kDecodePartition;
