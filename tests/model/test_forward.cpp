@@ -63,6 +63,17 @@ Logits prefill(const LlamaModel& m, KvCache& cache, const std::vector<int32_t>& 
   return all;
 }
 
+// Every position's logits of a whole-prompt prefill against the plain f64 forward pass.
+void expect_prefill_matches_reference(const LlamaModel& m, const std::vector<int32_t>& tokens) {
+  KvCache cache(m.config(), 8, 16);
+  const Logits got = prefill(m, cache, tokens, blocks(0, 3), int(tokens.size()));
+  const auto want = test::reference_logits(m.file(), tokens);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t p = 0; p < got.size(); ++p) {
+    EXPECT_LT(test::relative_error(got[p].data(), want[p]), 1e-4) << "position " << p;
+  }
+}
+
 struct TypeCase {
   DType matrix, embd;
   bool tied;
@@ -76,15 +87,7 @@ TEST_P(ForwardVsReference, LogitsMatchF64Reference) {
   spec.embd_type = GetParam().embd;
   spec.tied_embeddings = GetParam().tied;
   spec.seed = 7;
-  auto m = tiny(spec);
-  const auto tokens = random_tokens(37, 3);
-  KvCache cache(m->config(), 8, 16);
-  const Logits got = prefill(*m, cache, tokens, blocks(0, 3), int(tokens.size()));
-  const auto want = test::reference_logits(m->file(), tokens);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t p = 0; p < got.size(); ++p) {
-    EXPECT_LT(test::relative_error(got[p].data(), want[p]), 1e-4) << "position " << p;
-  }
+  expect_prefill_matches_reference(*tiny(spec), random_tokens(37, 3));
 }
 
 INSTANTIATE_TEST_SUITE_P(WeightTypes, ForwardVsReference,
@@ -111,14 +114,7 @@ TEST_P(MoeForwardVsReference, LogitsMatchF64Reference) {
   spec.seed = 9;
   auto m = tiny(spec);
   ASSERT_TRUE(m->config().is_moe());
-  const auto tokens = random_tokens(37, 4);
-  KvCache cache(m->config(), 8, 16);
-  const Logits got = prefill(*m, cache, tokens, blocks(0, 3), int(tokens.size()));
-  const auto want = test::reference_logits(m->file(), tokens);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t p = 0; p < got.size(); ++p) {
-    EXPECT_LT(test::relative_error(got[p].data(), want[p]), 1e-4) << "position " << p;
-  }
+  expect_prefill_matches_reference(*m, random_tokens(37, 4));
 }
 
 INSTANTIATE_TEST_SUITE_P(ExpertsAndWeightTypes, MoeForwardVsReference,
