@@ -96,7 +96,7 @@ build_here() {  # builds /tmp/bench_cuda_ops/bench_cuda_ops from the sources; lo
   mkdir -p "$b"
   local log="$DEST/build.log" pids=() objs=() f o
   : >"$log"
-  for f in "$ROOT"/kernels/cuda/*.cu "$ROOT"/bench/kernels/bench_cuda_ops.cu; do
+  for f in "$ROOT"/kernels/cuda/*.cu "$ROOT"/bench/kernels/*.cu; do
     o="$b/$(basename "$f").o"
     objs+=("$o")
     nvcc -O3 -std=c++17 -lineinfo -gencode="arch=compute_$arch,code=sm_$arch" -I"$ROOT" \
