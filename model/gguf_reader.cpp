@@ -1,16 +1,17 @@
-// GGUF reader. The file is mapped read-only and every count, length and offset is checked against
-// the bytes actually there before it is trusted, so a truncated or hostile file ends in a GgufError
-// rather than a crash or a huge allocation.
+// GGUF reader. Every count, length and offset is checked against the bytes actually there before it
+// is trusted, so a truncated or hostile file ends in a GgufError rather than a crash or a huge
+// allocation. Metadata strings and arrays stay in the file's bytes: the parser only validates them,
+// and they are decoded when read.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
 #include <limits>
-#include <set>
 
 #include "model/gguf.h"
 
@@ -24,34 +25,26 @@ constexpr int kMaxArrayDepth = 8;
 // Smallest possible encodings, used to reject counts that cannot fit in the bytes left.
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // name length, n_dims, 1 dim, type, offset
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;                  // key length, type, 1-byte value
+constexpr uint64_t kArrayHeaderBytes = 4 + 8;                // element type, count
+// A hostile name can be megabytes long; messages quote only its start.
+constexpr size_t kMaxQuotedName = 200;
 
-const char* type_name(GgufType t) {
-  static constexpr const char* kNames[] = {"U8",   "I8",     "U16",   "I16", "U32", "I32", "F32",
-                                           "BOOL", "STRING", "ARRAY", "U64", "I64", "F64"};
-  auto i = static_cast<uint32_t>(t);
-  return i < std::size(kNames) ? kNames[i] : "UNKNOWN";
-}
-
-bool is_integer(GgufType t) {
-  switch (t) {
-    case GgufType::U8: case GgufType::I8: case GgufType::U16: case GgufType::I16:
-    case GgufType::U32: case GgufType::I32: case GgufType::U64: case GgufType::I64:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool is_number(GgufType t) { return is_integer(t) || t == GgufType::F32 || t == GgufType::F64; }
-
-uint64_t min_value_bytes(GgufType t) {
+// Bytes of one value of a fixed-size type; 0 for strings and arrays, whose size is in their bytes.
+uint64_t fixed_size(GgufType t) {
   switch (t) {
     case GgufType::U8: case GgufType::I8: case GgufType::BOOL: return 1;
     case GgufType::U16: case GgufType::I16: return 2;
     case GgufType::U32: case GgufType::I32: case GgufType::F32: return 4;
-    case GgufType::ARRAY: return 4 + 8;  // element type + count
-    default: return 8;                   // 64-bit scalars, and a string's length
+    case GgufType::U64: case GgufType::I64: case GgufType::F64: return 8;
+    case GgufType::STRING: case GgufType::ARRAY: return 0;
   }
+  return 0;
+}
+
+uint64_t min_value_bytes(GgufType t) {
+  if (t == GgufType::STRING) return 8;  // its length
+  if (t == GgufType::ARRAY) return kArrayHeaderBytes;
+  return fixed_size(t);
 }
 
 uint64_t align_up(uint64_t x, uint64_t alignment) { return (x + alignment - 1) & ~(alignment - 1); }
@@ -75,11 +68,65 @@ std::string ggml_type_label(uint32_t id) {
   throw GgufError(path + ": " + msg);
 }
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
+std::string quoted(std::string_view s) {
+  if (s.size() <= kMaxQuotedName) return "'" + std::string(s) + "'";
+  return "'" + std::string(s.substr(0, kMaxQuotedName)) + "...' (" + std::to_string(s.size()) + " bytes)";
+}
+
+// ---- Decoding bytes the parser has validated ----
+
+template <class T>
+T load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+GgufValue decode(GgufType t, const uint8_t* p) {
+  switch (t) {
+    case GgufType::U8: return {t, uint64_t{load<uint8_t>(p)}};
+    case GgufType::I8: return {t, int64_t{load<int8_t>(p)}};
+    case GgufType::U16: return {t, uint64_t{load<uint16_t>(p)}};
+    case GgufType::I16: return {t, int64_t{load<int16_t>(p)}};
+    case GgufType::U32: return {t, uint64_t{load<uint32_t>(p)}};
+    case GgufType::I32: return {t, int64_t{load<int32_t>(p)}};
+    case GgufType::U64: return {t, load<uint64_t>(p)};
+    case GgufType::I64: return {t, load<int64_t>(p)};
+    case GgufType::F32: return {t, double{load<float>(p)}};
+    case GgufType::F64: return {t, load<double>(p)};
+    case GgufType::BOOL: return {t, load<uint8_t>(p) == 1};
+    case GgufType::STRING: return {t, std::string_view(reinterpret_cast<const char*>(p + 8), load<uint64_t>(p))};
+    case GgufType::ARRAY:
+      return {t, GgufArray(static_cast<GgufType>(load<uint32_t>(p)), load<uint64_t>(p + 4), p + kArrayHeaderBytes)};
+  }
+  throw std::logic_error("GGUF: decoding a value type the parser did not validate");
+}
+
+// Just past the value at p.
+const uint8_t* skip(GgufType t, const uint8_t* p) {
+  if (t == GgufType::STRING) return p + 8 + load<uint64_t>(p);
+  if (t != GgufType::ARRAY) return p + fixed_size(t);
+  auto elem_type = static_cast<GgufType>(load<uint32_t>(p));
+  uint64_t n = load<uint64_t>(p + 4);
+  p += kArrayHeaderBytes;
+  if (uint64_t size = fixed_size(elem_type)) return p + n * size;
+  for (uint64_t i = 0; i < n; ++i) p = skip(elem_type, p);
+  return p;
+}
 
 }  // namespace
 
-// Walks the mapped bytes once, filling the GgufFile.
+GgufArray::Iterator GgufArray::begin() const { return Iterator(elem_type_, 0, first_); }
+GgufArray::Iterator GgufArray::end() const { return Iterator(elem_type_, size_, nullptr); }
+GgufValue GgufArray::Iterator::operator*() const { return decode(elem_type_, at_); }
+
+GgufArray::Iterator& GgufArray::Iterator::operator++() {
+  at_ = skip(elem_type_, at_);
+  ++index_;
+  return *this;
+}
+
+// Walks the bytes once, filling the GgufFile.
 class GgufParser {
  public:
   GgufParser(GgufFile& file, const uint8_t* data, size_t size) : f_(file), data_(data), size_(size) {}
@@ -90,13 +137,16 @@ class GgufParser {
     uint64_t n_tensors = read<uint64_t>();
     uint64_t n_kv = read<uint64_t>();
     check_count(n_kv, kMinKvBytes, "metadata key/value count");
+    f_.metadata_.reserve(n_kv);
     for (uint64_t i = 0; i < n_kv; ++i) parse_kv(i);
+    sort_keys();
     // Each tensor info follows the metadata, so the byte budget is only known now.
     check_count(n_tensors, kMinTensorInfoBytes, "tensor count");
     std::vector<uint64_t> offsets;
     offsets.reserve(n_tensors);
     f_.tensors_.reserve(n_tensors);
     for (uint64_t i = 0; i < n_tensors; ++i) offsets.push_back(parse_tensor_info(i));
+    check_tensor_names();
     place_tensors(offsets);
   }
 
@@ -118,16 +168,15 @@ class GgufParser {
   template <class T>
   T read() {
     need(sizeof(T));
-    T v;
-    std::memcpy(&v, data_ + pos_, sizeof(T));
+    T v = load<T>(data_ + pos_);
     pos_ += sizeof(T);
     return v;
   }
 
-  std::string read_string() {
+  std::string_view read_string() {
     uint64_t n = read<uint64_t>();
     check_count(n, 1, "string length");
-    std::string s(reinterpret_cast<const char*>(data_ + pos_), n);
+    std::string_view s(reinterpret_cast<const char*>(data_ + pos_), n);
     pos_ += n;
     return s;
   }
@@ -155,49 +204,49 @@ class GgufParser {
 
   void parse_kv(uint64_t index) {
     context_ = "metadata key " + std::to_string(index);
-    std::string key = read_string();
+    std::string_view key = read_string();
     context_ += " (" + quoted(key) + ")";
     GgufType type = read_type();
-    GgufValue value = read_value(type, 0);
-    if (!f_.metadata_.emplace(key, std::move(value)).second) {
-      fail_here("duplicate metadata key " + quoted(key));
+    const uint8_t* value = data_ + pos_;
+    validate_value(type, 0);
+    f_.metadata_.push_back({key, decode(type, value)});
+  }
+
+  // Sorted keys give lookups by binary search and put duplicates side by side.
+  void sort_keys() {
+    auto& m = f_.metadata_;
+    std::sort(m.begin(), m.end(), [](const GgufKeyValue& a, const GgufKeyValue& b) { return a.key < b.key; });
+    auto same_key = [](const GgufKeyValue& a, const GgufKeyValue& b) { return a.key == b.key; };
+    if (auto dup = std::adjacent_find(m.begin(), m.end(), same_key); dup != m.end()) {
+      fail_here("duplicate metadata key " + quoted(dup->key));
     }
   }
 
-  GgufValue read_value(GgufType type, int depth) {
+  // Moves past one value, checking everything decode() and skip() will rely on.
+  void validate_value(GgufType type, int depth) {
     switch (type) {
-      case GgufType::U8: return {type, uint64_t{read<uint8_t>()}};
-      case GgufType::I8: return {type, int64_t{read<int8_t>()}};
-      case GgufType::U16: return {type, uint64_t{read<uint16_t>()}};
-      case GgufType::I16: return {type, int64_t{read<int16_t>()}};
-      case GgufType::U32: return {type, uint64_t{read<uint32_t>()}};
-      case GgufType::I32: return {type, int64_t{read<int32_t>()}};
-      case GgufType::U64: return {type, read<uint64_t>()};
-      case GgufType::I64: return {type, read<int64_t>()};
-      case GgufType::F32: return {type, double{read<float>()}};
-      case GgufType::F64: return {type, read<double>()};
-      case GgufType::BOOL: return {type, read_bool()};
-      case GgufType::STRING: return {type, read_string()};
-      case GgufType::ARRAY: return {type, read_array(depth + 1)};
+      case GgufType::STRING: read_string(); return;
+      case GgufType::ARRAY: validate_array(depth + 1); return;
+      case GgufType::BOOL: {
+        uint8_t b = read<uint8_t>();
+        if (b > 1) fail_here("invalid bool value " + std::to_string(b) + " in " + context_);
+        return;
+      }
+      default: need(fixed_size(type)); pos_ += fixed_size(type); return;
     }
-    fail_here("unknown value type in " + context_);  // unreachable: read_type validated it
   }
 
-  bool read_bool() {
-    uint8_t b = read<uint8_t>();
-    if (b > 1) fail_here("invalid bool value " + std::to_string(b) + " in " + context_);
-    return b == 1;
-  }
-
-  std::shared_ptr<GgufArray> read_array(int depth) {
+  // Time is linear in the array's bytes and nothing is allocated, however many elements it has.
+  void validate_array(int depth) {
     if (depth > kMaxArrayDepth) fail_here("arrays nested too deeply in " + context_);
-    auto array = std::make_shared<GgufArray>();
-    array->elem_type = read_type();
+    GgufType elem_type = read_type();
     uint64_t n = read<uint64_t>();
-    check_count(n, min_value_bytes(array->elem_type), "array length");
-    array->items.reserve(n);
-    for (uint64_t i = 0; i < n; ++i) array->items.push_back(read_value(array->elem_type, depth));
-    return array;
+    check_count(n, min_value_bytes(elem_type), "array length");
+    if (elem_type != GgufType::BOOL && fixed_size(elem_type) != 0) {
+      pos_ += n * fixed_size(elem_type);  // check_count proved these bytes are there
+      return;
+    }
+    for (uint64_t i = 0; i < n; ++i) validate_value(elem_type, depth);
   }
 
   // Returns the tensor's offset relative to the data section, which is placed after all infos.
@@ -206,7 +255,6 @@ class GgufParser {
     GgufTensor t;
     t.name = read_string();
     context_ += " (" + quoted(t.name) + ")";
-    if (!tensor_names_.insert(t.name).second) fail_here("duplicate tensor name " + quoted(t.name));
     t.shape = read_shape(t.name);
     uint32_t type_id = read<uint32_t>();
     auto dtype = kernels::dtype_from_ggml(type_id);
@@ -256,6 +304,17 @@ class GgufParser {
     return kernels::row_bytes(t.type, t.shape[0]) * rows;
   }
 
+  // Sorting views of the names costs 16 bytes a tensor, where a set of copies would cost ~100.
+  void check_tensor_names() const {
+    std::vector<std::string_view> names;
+    names.reserve(f_.tensors_.size());
+    for (const GgufTensor& t : f_.tensors_) names.push_back(t.name);
+    std::sort(names.begin(), names.end());
+    if (auto dup = std::adjacent_find(names.begin(), names.end()); dup != names.end()) {
+      fail_here("duplicate tensor name " + quoted(*dup));
+    }
+  }
+
   uint64_t alignment() const {
     if (!f_.has("general.alignment")) return kDefaultAlignment;
     uint64_t a = f_.get_uint("general.alignment");
@@ -289,7 +348,6 @@ class GgufParser {
   size_t size_;
   size_t pos_ = 0;
   std::string context_;  // what is being read, for error messages
-  std::set<std::string> tensor_names_;
 };
 
 int64_t GgufTensor::num_elements() const {
@@ -327,6 +385,14 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   return f;
 }
 
+std::unique_ptr<GgufFile> GgufFile::open_bytes(const void* data, size_t size, const std::string& name) {
+  std::unique_ptr<GgufFile> f(new GgufFile());
+  f->path_ = name;
+  if (size == 0) fail(name, "empty file");
+  GgufParser(*f, static_cast<const uint8_t*>(data), size).parse();
+  return f;
+}
+
 GgufFile::~GgufFile() {
   if (map_) ::munmap(map_, map_size_);
 }
@@ -338,123 +404,10 @@ const GgufTensor* GgufFile::find_tensor(const std::string& name) const {
   return nullptr;
 }
 
-// ---- Typed metadata access ----
-namespace {
-
-std::string describe(const GgufValue& v) {
-  if (v.type != GgufType::ARRAY) return type_name(v.type);
-  return std::string("ARRAY of ") + type_name(std::get<std::shared_ptr<GgufArray>>(v.v)->elem_type);
-}
-
-[[noreturn]] void wrong_type(const std::string& path, const std::string& key, const char* expected,
-                             const GgufValue& v) {
-  fail(path, "metadata key " + quoted(key) + " has type " + describe(v) + ", expected " + expected);
-}
-
-[[noreturn]] void out_of_range(const std::string& path, const std::string& key, const std::string& value,
-                               const char* target) {
-  fail(path, "metadata key " + quoted(key) + " value " + value + " does not fit " + target);
-}
-
-uint64_t to_uint(const GgufValue& v, const std::string& path, const std::string& key) {
-  if (const auto* u = std::get_if<uint64_t>(&v.v)) return *u;
-  const auto* i = std::get_if<int64_t>(&v.v);
-  if (!i) wrong_type(path, key, "an integer", v);
-  if (*i < 0) out_of_range(path, key, std::to_string(*i), "an unsigned integer");
-  return static_cast<uint64_t>(*i);
-}
-
-int64_t to_int(const GgufValue& v, const std::string& path, const std::string& key) {
-  if (const auto* i = std::get_if<int64_t>(&v.v)) return *i;
-  const auto* u = std::get_if<uint64_t>(&v.v);
-  if (!u) wrong_type(path, key, "an integer", v);
-  if (*u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    out_of_range(path, key, std::to_string(*u), "a signed 64-bit integer");
-  }
-  return static_cast<int64_t>(*u);
-}
-
-double to_float(const GgufValue& v, const std::string& path, const std::string& key) {
-  if (const auto* d = std::get_if<double>(&v.v)) return *d;
-  if (const auto* i = std::get_if<int64_t>(&v.v)) return static_cast<double>(*i);
-  if (const auto* u = std::get_if<uint64_t>(&v.v)) return static_cast<double>(*u);
-  wrong_type(path, key, "a number", v);
-}
-
-// The array under key, if its elements pass accept; otherwise a type error saying `expected`.
-template <class Accept>
-const GgufArray& array_of(const GgufValue& v, const std::string& path, const std::string& key,
-                          const char* expected, Accept accept) {
-  if (v.type != GgufType::ARRAY) wrong_type(path, key, expected, v);
-  const GgufArray& a = *std::get<std::shared_ptr<GgufArray>>(v.v);
-  if (!accept(a.elem_type)) wrong_type(path, key, expected, v);
-  return a;
-}
-
-const GgufValue& lookup(const GgufFile& f, const std::string& key) {
-  auto it = f.metadata().find(key);
-  if (it == f.metadata().end()) fail(f.path(), "missing metadata key " + quoted(key));
-  return it->second;
-}
-
-}  // namespace
-
-bool GgufFile::has(const std::string& key) const { return metadata_.count(key) != 0; }
-
-uint64_t GgufFile::get_uint(const std::string& key) const { return to_uint(lookup(*this, key), path_, key); }
-
-uint64_t GgufFile::get_uint(const std::string& key, uint64_t fallback) const {
-  return has(key) ? get_uint(key) : fallback;
-}
-
-int64_t GgufFile::get_int(const std::string& key) const { return to_int(lookup(*this, key), path_, key); }
-
-double GgufFile::get_float(const std::string& key) const { return to_float(lookup(*this, key), path_, key); }
-
-double GgufFile::get_float(const std::string& key, double fallback) const {
-  return has(key) ? get_float(key) : fallback;
-}
-
-bool GgufFile::get_bool(const std::string& key, bool fallback) const {
-  if (!has(key)) return fallback;
-  const GgufValue& v = lookup(*this, key);
-  if (v.type != GgufType::BOOL) wrong_type(path_, key, "BOOL", v);
-  return std::get<bool>(v.v);
-}
-
-std::string GgufFile::get_string(const std::string& key) const {
-  const GgufValue& v = lookup(*this, key);
-  if (v.type != GgufType::STRING) wrong_type(path_, key, "STRING", v);
-  return std::get<std::string>(v.v);
-}
-
-std::string GgufFile::get_string(const std::string& key, const std::string& fallback) const {
-  return has(key) ? get_string(key) : fallback;
-}
-
-std::vector<std::string> GgufFile::get_string_array(const std::string& key) const {
-  const GgufArray& a = array_of(lookup(*this, key), path_, key, "an array of STRING",
-                                [](GgufType t) { return t == GgufType::STRING; });
-  std::vector<std::string> out;
-  out.reserve(a.items.size());
-  for (const GgufValue& item : a.items) out.push_back(std::get<std::string>(item.v));
-  return out;
-}
-
-std::vector<float> GgufFile::get_float_array(const std::string& key) const {
-  const GgufArray& a = array_of(lookup(*this, key), path_, key, "an array of numbers", is_number);
-  std::vector<float> out;
-  out.reserve(a.items.size());
-  for (const GgufValue& item : a.items) out.push_back(static_cast<float>(to_float(item, path_, key)));
-  return out;
-}
-
-std::vector<int64_t> GgufFile::get_int_array(const std::string& key) const {
-  const GgufArray& a = array_of(lookup(*this, key), path_, key, "an array of integers", is_integer);
-  std::vector<int64_t> out;
-  out.reserve(a.items.size());
-  for (const GgufValue& item : a.items) out.push_back(to_int(item, path_, key));
-  return out;
+const GgufValue* GgufFile::find(std::string_view key) const {
+  auto it = std::lower_bound(metadata_.begin(), metadata_.end(), key,
+                             [](const GgufKeyValue& kv, std::string_view k) { return kv.key < k; });
+  return it != metadata_.end() && it->key == key ? &it->value : nullptr;
 }
 
 }  // namespace flashserve

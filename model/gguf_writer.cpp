@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <type_traits>
 
 #include "model/gguf.h"
 
@@ -29,37 +30,38 @@ void pad_to(std::vector<uint8_t>& out, uint64_t alignment) {
   out.resize((out.size() + alignment - 1) / alignment * alignment, 0);
 }
 
-// Encodes the kinds the add_* calls create; arrays hold scalars of one of those kinds.
-void put_value(std::vector<uint8_t>& out, const GgufValue& v) {
-  switch (v.type) {
-    case GgufType::U32: put<uint32_t>(out, static_cast<uint32_t>(std::get<uint64_t>(v.v))); break;
-    case GgufType::I32: put<int32_t>(out, static_cast<int32_t>(std::get<int64_t>(v.v))); break;
-    case GgufType::F32: put<float>(out, static_cast<float>(std::get<double>(v.v))); break;
-    case GgufType::BOOL: put<uint8_t>(out, std::get<bool>(v.v) ? 1 : 0); break;
-    case GgufType::STRING: put_string(out, std::get<std::string>(v.v)); break;
-    case GgufType::ARRAY: {
-      const GgufArray& a = *std::get<std::shared_ptr<GgufArray>>(v.v);
-      put<uint32_t>(out, static_cast<uint32_t>(a.elem_type));
-      put<uint64_t>(out, a.items.size());
-      for (const GgufValue& item : a.items) put_value(out, item);
-      break;
+// A value as the file holds it: its type id, then its bytes.
+std::vector<uint8_t> with_type(GgufType type) {
+  std::vector<uint8_t> out;
+  put<uint32_t>(out, static_cast<uint32_t>(type));
+  return out;
+}
+
+template <class T>
+std::vector<uint8_t> scalar(GgufType type, T v) {
+  std::vector<uint8_t> out = with_type(type);
+  put<T>(out, v);
+  return out;
+}
+
+template <class T>
+std::vector<uint8_t> array(GgufType elem_type, const std::vector<T>& values) {
+  std::vector<uint8_t> out = with_type(GgufType::ARRAY);
+  put<uint32_t>(out, static_cast<uint32_t>(elem_type));
+  put<uint64_t>(out, values.size());
+  for (const T& x : values) {
+    if constexpr (std::is_same_v<T, std::string>) {
+      put_string(out, x);
+    } else {
+      put<T>(out, x);
     }
-    default: throw std::logic_error("GgufWriter: no encoder for this value type");
   }
+  return out;
 }
 
-void put_kv(std::vector<uint8_t>& out, const std::string& key, const GgufValue& v) {
+void put_kv(std::vector<uint8_t>& out, const std::string& key, const std::vector<uint8_t>& encoded) {
   put_string(out, key);
-  put<uint32_t>(out, static_cast<uint32_t>(v.type));
-  put_value(out, v);
-}
-
-template <class T, class Make>
-GgufValue make_array(GgufType elem_type, const std::vector<T>& values, Make make) {
-  auto a = std::make_shared<GgufArray>();
-  a->elem_type = elem_type;
-  for (const T& x : values) a->items.push_back(make(x));
-  return {GgufType::ARRAY, std::move(a)};
+  out.insert(out.end(), encoded.begin(), encoded.end());
 }
 
 [[noreturn]] void tensor_error(const std::string& name, const std::string& msg) {
@@ -79,18 +81,16 @@ size_t expected_bytes(const std::string& name, const std::vector<int64_t>& shape
   return kernels::row_bytes(type, shape[0]) * static_cast<size_t>(rows);
 }
 
-using KvList = std::vector<std::pair<std::string, GgufValue>>;
+}  // namespace
 
-void add_kv(KvList& kv, const std::string& key, GgufValue value) {
+void GgufWriter::add_kv(const std::string& key, std::vector<uint8_t> encoded) {
   // The alignment key is derived from set_alignment so the two can never disagree.
   if (key == kAlignmentKey) throw GgufError("GgufWriter: use set_alignment() for general.alignment");
-  for (const auto& entry : kv) {
-    if (entry.first == key) throw GgufError("GgufWriter: duplicate metadata key '" + key + "'");
+  for (const Kv& kv : kv_) {
+    if (kv.key == key) throw GgufError("GgufWriter: duplicate metadata key '" + key + "'");
   }
-  kv.emplace_back(key, std::move(value));
+  kv_.push_back({key, std::move(encoded)});
 }
-
-}  // namespace
 
 void GgufWriter::set_alignment(uint32_t alignment) {
   if (!std::has_single_bit(alignment)) {
@@ -99,23 +99,27 @@ void GgufWriter::set_alignment(uint32_t alignment) {
   alignment_ = alignment;
 }
 
-void GgufWriter::add_uint32(const std::string& key, uint32_t v) { add_kv(kv_, key, {GgufType::U32, uint64_t{v}}); }
-void GgufWriter::add_int32(const std::string& key, int32_t v) { add_kv(kv_, key, {GgufType::I32, int64_t{v}}); }
-void GgufWriter::add_float32(const std::string& key, float v) { add_kv(kv_, key, {GgufType::F32, double{v}}); }
-void GgufWriter::add_bool(const std::string& key, bool v) { add_kv(kv_, key, {GgufType::BOOL, v}); }
-void GgufWriter::add_string(const std::string& key, const std::string& v) { add_kv(kv_, key, {GgufType::STRING, v}); }
+void GgufWriter::add_uint32(const std::string& key, uint32_t v) { add_kv(key, scalar(GgufType::U32, v)); }
+void GgufWriter::add_int32(const std::string& key, int32_t v) { add_kv(key, scalar(GgufType::I32, v)); }
+void GgufWriter::add_float32(const std::string& key, float v) { add_kv(key, scalar(GgufType::F32, v)); }
+void GgufWriter::add_bool(const std::string& key, bool v) { add_kv(key, scalar<uint8_t>(GgufType::BOOL, v ? 1 : 0)); }
+
+void GgufWriter::add_string(const std::string& key, const std::string& v) {
+  std::vector<uint8_t> encoded = with_type(GgufType::STRING);
+  put_string(encoded, v);
+  add_kv(key, std::move(encoded));
+}
 
 void GgufWriter::add_string_array(const std::string& key, const std::vector<std::string>& v) {
-  auto make = [](const std::string& s) { return GgufValue{GgufType::STRING, s}; };
-  add_kv(kv_, key, make_array(GgufType::STRING, v, make));
+  add_kv(key, array(GgufType::STRING, v));
 }
 
 void GgufWriter::add_float32_array(const std::string& key, const std::vector<float>& v) {
-  add_kv(kv_, key, make_array(GgufType::F32, v, [](float x) { return GgufValue{GgufType::F32, double{x}}; }));
+  add_kv(key, array(GgufType::F32, v));
 }
 
 void GgufWriter::add_int32_array(const std::string& key, const std::vector<int32_t>& v) {
-  add_kv(kv_, key, make_array(GgufType::I32, v, [](int32_t x) { return GgufValue{GgufType::I32, int64_t{x}}; }));
+  add_kv(key, array(GgufType::I32, v));
 }
 
 void GgufWriter::add_tensor(const std::string& name, const std::vector<int64_t>& shape, kernels::DType type,
@@ -137,8 +141,8 @@ std::vector<uint8_t> GgufWriter::serialize() const {
   put<uint32_t>(out, 3);
   put<uint64_t>(out, tensors_.size());
   put<uint64_t>(out, kv_.size() + (write_alignment ? 1 : 0));
-  if (write_alignment) put_kv(out, kAlignmentKey, {GgufType::U32, uint64_t{alignment_}});
-  for (const auto& [key, value] : kv_) put_kv(out, key, value);
+  if (write_alignment) put_kv(out, kAlignmentKey, scalar(GgufType::U32, alignment_));
+  for (const Kv& kv : kv_) put_kv(out, kv.key, kv.encoded);
 
   uint64_t offset = 0;
   for (const Tensor& t : tensors_) {

@@ -132,12 +132,12 @@ void read_experts(const Keys& k, ModelConfig& c) {
 // Without `<arch>.vocab_size`, the vocabulary is the tokenizer's token list.
 int32_t read_vocab_size(const GgufFile& f, const Keys& k) {
   if (k.has("vocab_size")) return k.positive_int("vocab_size");
-  auto it = f.metadata().find(kTokensKey);
-  if (it == f.metadata().end() || it->second.type != GgufType::ARRAY) {
+  const GgufValue* tokens = f.find(kTokensKey);
+  if (!tokens || tokens->type != GgufType::ARRAY) {
     k.fail("vocab_size", std::string("is missing and there is no ") + kTokensKey + " array");
   }
-  size_t n = std::get<std::shared_ptr<GgufArray>>(it->second.v)->items.size();
-  if (n == 0 || n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+  uint64_t n = std::get<GgufArray>(tokens->v).size();
+  if (n == 0 || n > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
     k.fail("vocab_size", std::string("is missing and ") + kTokensKey + " has " + std::to_string(n) + " entries");
   }
   return static_cast<int32_t>(n);

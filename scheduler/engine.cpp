@@ -52,24 +52,49 @@ Engine::Engine(ModelRunner& runner, const Tokenizer& tok, EngineConfig cfg)
 
 Engine::~Engine() { stop(); }
 
-std::optional<Rejection> Engine::submit(GenerateRequest g, OutputCallback on_output) {
-  if (auto error = validate(g.params, runner_.vocab_size())) return Rejection{RejectReason::Invalid, *error};
+std::optional<RequestError> Engine::check(const GenerateRequest& g) const {
+  if (auto error = validate(g.params, runner_.vocab_size())) return RequestError{ErrorKind::Invalid, *error};
   for (int32_t t : g.prompt_ids) {
     if (t < 0 || t >= runner_.vocab_size()) {
-      return Rejection{RejectReason::Invalid, "prompt token id " + std::to_string(t) + " is out of range"};
+      return RequestError{ErrorKind::Invalid, "prompt token id " + std::to_string(t) + " is out of range"};
     }
   }
-  if (auto too_long = scheduler_.check_fits(int32_t(g.prompt_ids.size()), g.params.max_tokens)) return too_long;
+  return scheduler_.check_fits(int64_t(g.prompt_ids.size()), g.params.max_tokens);
+}
 
-  std::lock_guard lock(mu_);
-  if (int32_t(inbox_.size()) + stats_.num_waiting >= cfg_.max_waiting) {
-    return Rejection{RejectReason::Overloaded, "server overloaded: " + std::to_string(cfg_.max_waiting) +
-                                                   " requests already waiting"};
+std::optional<RequestError> Engine::submit(GenerateRequest req, OutputCallback on_output) {
+  std::vector<Submission> batch;
+  batch.push_back({std::move(req), std::move(on_output)});
+  return submit(std::move(batch));
+}
+
+std::optional<RequestError> Engine::submit(std::vector<Submission> batch) {
+  for (const Submission& s : batch) {
+    if (auto error = check(s.req)) return error;
   }
-  const uint64_t seed = mix(seed_base_ + num_submitted_++);
-  auto req = std::make_unique<Request>(std::move(g.req_id), std::move(g.prompt_ids), std::move(g.params), tok_, seed,
-                                       g.arrival, g.priority);
-  inbox_.push_back({std::move(req), std::move(on_output)});
+  const int32_t n = int32_t(batch.size());
+  if (n > cfg_.max_waiting) {
+    // Refused as a bad request, not as overload: retrying later cannot help.
+    return RequestError{ErrorKind::Invalid, "the request asks for " + std::to_string(n) +
+                                                " sequences (prompts x n); this server queues at most " +
+                                                std::to_string(cfg_.max_waiting)};
+  }
+  std::lock_guard lock(mu_);
+  if (num_not_started_ + n > cfg_.max_waiting) {
+    return RequestError{ErrorKind::Overloaded, "server overloaded: " + std::to_string(num_not_started_) +
+                                                   " requests already waiting (limit " +
+                                                   std::to_string(cfg_.max_waiting) + ")"};
+  }
+  num_not_started_ += n;
+  for (Submission& s : batch) {
+    GenerateRequest& g = s.req;
+    const uint64_t seed = mix(seed_base_ + num_submitted_++);
+    auto req = std::make_unique<Request>(std::move(g.req_id), std::move(g.prompt_ids), std::move(g.params), seed,
+                                         g.arrival, g.priority);
+    req->deadline = g.deadline;
+    if (cfg_.max_queue_time > Clock::duration::zero()) req->start_deadline = g.arrival + cfg_.max_queue_time;
+    inbox_.push_back({std::move(req), std::move(s.on_output)});
+  }
   wake_.notify_one();
   return std::nullopt;
 }
@@ -77,6 +102,12 @@ std::optional<Rejection> Engine::submit(GenerateRequest g, OutputCallback on_out
 void Engine::cancel(const std::string& req_id) {
   std::lock_guard lock(mu_);
   cancels_.push_back(req_id);
+  wake_.notify_one();
+}
+
+void Engine::abort_all(RequestError error) {
+  std::lock_guard lock(mu_);
+  abort_all_ = std::move(error);
   wake_.notify_one();
 }
 
@@ -92,8 +123,8 @@ void Engine::stop() {
     wake_.notify_one();
   }
   if (thread_.joinable()) thread_.join();
+  abort_all(RequestError{ErrorKind::Unavailable, "the server is shutting down"});
   drain_inbox();
-  for (Request* r : scheduler_.abort_all()) emit(*r, {});
 }
 
 void Engine::loop() {
@@ -102,7 +133,7 @@ void Engine::loop() {
       std::unique_lock lock(mu_);
       stats_.heartbeat = Clock::now();
       if (stopping_) return;
-      if (inbox_.empty() && cancels_.empty() && !scheduler_.has_work()) {
+      if (inbox_.empty() && cancels_.empty() && !abort_all_ && !scheduler_.has_work()) {
         wake_.wait_for(lock, std::chrono::milliseconds(100));
         continue;
       }
@@ -119,6 +150,8 @@ bool Engine::step() {
     publish_stats(false);
     return false;
   }
+  report_dropped(out);
+  if (out.scheduled.empty()) return true;
   run_batch(out);
   if (on_step_) {
     on_step_({std::chrono::duration<double>(Clock::now() - t0).count(), int32_t(out.scheduled.size()),
@@ -130,10 +163,12 @@ bool Engine::step() {
 void Engine::drain_inbox() {
   std::vector<Pending> inbox;
   std::vector<std::string> cancels;
+  std::optional<RequestError> abort_all;
   {
     std::lock_guard lock(mu_);
     inbox.swap(inbox_);
     cancels.swap(cancels_);
+    abort_all.swap(abort_all_);
   }
   for (Pending& p : inbox) {
     callbacks_[p.req->req_id] = std::move(p.on_output);
@@ -143,9 +178,33 @@ void Engine::drain_inbox() {
   for (const std::string& id : cancels) {
     if (Request* r = scheduler_.abort(id)) aborted.push_back(r);
   }
+  if (abort_all) {
+    for (Request* r : scheduler_.abort_all()) {
+      r->error = abort_all;
+      aborted.push_back(r);
+    }
+  }
   if (aborted.empty()) return;
+  int32_t never_started = 0;
+  for (Request* r : aborted) never_started += !r->scheduled_before;
+  {
+    std::lock_guard lock(mu_);
+    num_not_started_ -= never_started;
+  }
   publish_stats(false);  // so whoever hears of the abort sees its blocks already free
   for (Request* r : aborted) emit(*r, {});
+}
+
+void Engine::report_dropped(const SchedulerOutput& out) {
+  int32_t never_started = out.num_started;
+  for (Request* r : out.dropped) never_started += !r->scheduled_before;
+  {
+    std::lock_guard lock(mu_);
+    num_not_started_ -= never_started;
+  }
+  if (out.dropped.empty()) return;
+  publish_stats(false);
+  for (Request* r : out.dropped) emit(*r, {});
 }
 
 void Engine::run_batch(const SchedulerOutput& out) {
@@ -157,12 +216,13 @@ void Engine::run_batch(const SchedulerOutput& out) {
     // A plan the model refuses is our bug, not the client's: fail those requests, keep serving.
     std::vector<Request*> failed;
     for (const ScheduledRequest& s : out.scheduled) {
-      if (Request* r = scheduler_.abort(s.req->req_id)) failed.push_back(r);
+      if (Request* r = scheduler_.abort(s.req->req_id)) {
+        r->error = RequestError{ErrorKind::Internal, std::string("internal error: ") + e.what()};
+        failed.push_back(r);
+      }
     }
     publish_stats(true);
-    RequestOutput o;
-    o.error = std::string("internal error: ") + e.what();
-    for (Request* r : failed) emit(*r, o);
+    for (Request* r : failed) emit(*r, {});
     return;
   }
   std::vector<SampledToken> sampled(out.scheduled.size());
@@ -182,7 +242,6 @@ void Engine::run_batch(const SchedulerOutput& out) {
     if (!u.token && !u.req->finish) continue;  // a prefill chunk: nothing to report yet
     RequestOutput o;
     if (u.token) o.tokens.push_back(std::move(*u.token));
-    o.text = std::move(u.text);
     emit(*u.req, std::move(o));
   }
 }
@@ -194,6 +253,7 @@ void Engine::emit(const Request& r, RequestOutput o) {
   o.num_output_tokens = r.num_output_tokens();
   o.num_cached_tokens = r.num_cached_tokens;
   o.num_preemptions = r.num_preemptions;
+  o.error = r.error;
   o.timings = r.timings;
   auto it = callbacks_.find(r.req_id);
   if (it == callbacks_.end()) return;
@@ -205,6 +265,7 @@ void Engine::publish_stats(bool stepped) {
   std::lock_guard lock(mu_);
   stats_.num_running = scheduler_.num_running();
   stats_.num_waiting = scheduler_.num_waiting();
+  stats_.num_not_started = num_not_started_;
   stats_.num_kv_blocks = kv_.num_blocks();
   stats_.num_free_kv_blocks = kv_.num_free_blocks();
   stats_.num_preemptions = scheduler_.num_preemptions();

@@ -19,7 +19,11 @@ namespace flashserve {
 
 struct EngineConfig {
   SchedulerConfig scheduler;     // max_model_len 0: the model's context window
-  int32_t max_waiting = 1024;    // queued requests beyond this are refused as overload
+  // Requests accepted but not yet started beyond this are refused as overload (exactly: a
+  // request's choices are admitted all together or not at all).
+  int32_t max_waiting = 1024;
+  // A request that has not started this long after it arrived is dropped as overload (zero: never).
+  Clock::duration max_queue_time{};
   bool enable_prefix_caching = true;
 };
 
@@ -29,15 +33,17 @@ struct GenerateRequest {
   SamplingParams params;
   int32_t priority = 0;          // lower is served first (with priority scheduling)
   Clock::time_point arrival = Clock::now();
+  Clock::time_point deadline = Clock::time_point::max();  // the client's; dropped once it passes
 };
 
-// One request's progress in one step; the last one has `finish` set.
+// One request's progress in one step; the last one has `finish` set. The engine reports tokens;
+// `text` is filled by the OutputProcessor, off the engine thread.
 struct RequestOutput {
   std::string req_id;
   std::vector<SampledToken> tokens;  // new this step (0 or 1)
   std::string text;                  // new text (UTF-8 complete, stop strings withheld)
   std::optional<FinishReason> finish;
-  std::string error;                 // why it was aborted, when the engine (not the client) did it
+  std::optional<RequestError> error; // with Abort, when the server (not the client) ended it
   int32_t num_prompt_tokens = 0;
   int32_t num_output_tokens = 0;
   int32_t num_cached_tokens = 0;     // prompt tokens served from the prefix cache
@@ -46,6 +52,11 @@ struct RequestOutput {
 };
 // Runs on the engine thread: must return quickly and never call back into the engine.
 using OutputCallback = std::function<void(const RequestOutput&)>;
+
+struct Submission {
+  GenerateRequest req;
+  OutputCallback on_output;
+};
 
 struct StepStats {
   double seconds = 0;
@@ -56,7 +67,8 @@ struct StepStats {
 
 struct EngineStats {
   int32_t num_running = 0;
-  int32_t num_waiting = 0;
+  int32_t num_waiting = 0;          // in the scheduler's queue, preempted ones included
+  int32_t num_not_started = 0;      // accepted, not yet started: what --max-waiting bounds
   int32_t num_kv_blocks = 0;
   int32_t num_free_kv_blocks = 0;
   int64_t num_preemptions = 0;
@@ -70,10 +82,14 @@ class Engine {
   Engine(ModelRunner& runner, const Tokenizer& tok, EngineConfig cfg);
   ~Engine();
 
-  // Thread-safe. Queues the request, or says why not (invalid parameters, too long, overloaded).
-  std::optional<Rejection> submit(GenerateRequest req, OutputCallback on_output);
+  // Thread-safe. Queues every request, or none and says why (invalid parameters, too long,
+  // overloaded): the choices of one API request are admitted together.
+  std::optional<RequestError> submit(std::vector<Submission> batch);
+  std::optional<RequestError> submit(GenerateRequest req, OutputCallback on_output);
   // Thread-safe. The request finishes with Abort and frees its blocks at the next step.
   void cancel(const std::string& req_id);
+  // Thread-safe. Everything queued or running finishes with Abort and `error` at the next step.
+  void abort_all(RequestError error);
 
   void start();  // runs the loop on its own thread
   void stop();   // aborts everything still queued or running, then joins
@@ -91,8 +107,10 @@ class Engine {
     std::unique_ptr<Request> req;
     OutputCallback on_output;
   };
+  std::optional<RequestError> check(const GenerateRequest& g) const;
   void loop();
   void drain_inbox();
+  void report_dropped(const SchedulerOutput& out);
   void run_batch(const SchedulerOutput& out);
   void emit(const Request& r, RequestOutput out);
   void publish_stats(bool stepped);
@@ -110,6 +128,8 @@ class Engine {
   std::condition_variable wake_;
   std::vector<Pending> inbox_;
   std::vector<std::string> cancels_;
+  std::optional<RequestError> abort_all_;
+  int32_t num_not_started_ = 0;  // in the inbox, or queued and never scheduled
   EngineStats stats_;
   bool stopping_ = false;
 

@@ -1,7 +1,12 @@
 #include "scheduler/kv_cache_manager.h"
 
+// For XXH3_generateSecret (xxhash 0.8.1 lists it with the static-linking API).
+#define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
+#include <algorithm>
+#include <cstring>
+#include <random>
 #include <stdexcept>
 
 namespace flashserve {
@@ -9,8 +14,23 @@ namespace flashserve {
 // Parent of a sequence's first block, so block 0's hash is chained like every other block's.
 static constexpr BlockHash kRootHash = 0x666c61736873727aULL;
 
+// A secret drawn for each cache: block hashes cannot be predicted from outside the process, so a
+// client cannot craft prompts whose blocks collide with another client's (with a fixed public seed
+// it could; the class of issue behind vLLM's CVE-2025-25183).
+static std::vector<uint8_t> random_hash_secret() {
+  std::random_device rd;
+  uint32_t seed_material[16];
+  for (uint32_t& w : seed_material) w = rd();
+  std::vector<uint8_t> secret(XXH3_SECRET_DEFAULT_SIZE);
+  XXH3_generateSecret(secret.data(), secret.size(), seed_material, sizeof(seed_material));
+  return secret;
+}
+
 KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching)
-    : block_size_(block_size), pool_(num_blocks, enable_prefix_caching) {
+    : block_size_(block_size),
+      pool_(num_blocks, enable_prefix_caching),
+      hash_secret_(random_hash_secret()),
+      hash_input_(sizeof(BlockHash) + sizeof(int32_t) * size_t(std::max(block_size, 0))) {
   if (block_size <= 0) throw std::invalid_argument("KV block size must be positive");
 }
 
@@ -19,10 +39,12 @@ double KvCacheManager::usage() const {
   return double(pool_.num_used_blocks()) / double(num_blocks());
 }
 
-// Seeding with the parent's hash makes a block's hash depend on every token before it, so equal
-// blocks after different prefixes never share KV (which depends on the whole prefix).
-BlockHash KvCacheManager::hash_block(BlockHash parent, const int32_t* tokens) const {
-  return XXH3_64bits_withSeed(tokens, sizeof(int32_t) * size_t(block_size_), parent);
+// Hashing the parent's hash with the tokens makes a block's hash depend on every token before it, so
+// equal blocks after different prefixes never share KV (which depends on the whole prefix).
+BlockHash KvCacheManager::hash_block(BlockHash parent, const int32_t* tokens) {
+  std::memcpy(hash_input_.data(), &parent, sizeof(parent));
+  std::memcpy(hash_input_.data() + sizeof(parent), tokens, sizeof(int32_t) * size_t(block_size_));
+  return XXH3_64bits_withSecret(hash_input_.data(), hash_input_.size(), hash_secret_.data(), hash_secret_.size());
 }
 
 static std::vector<int32_t> block_tokens(const std::vector<int32_t>& tokens, int32_t index, int32_t block_size) {

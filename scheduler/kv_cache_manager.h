@@ -51,11 +51,14 @@ class KvCacheManager {
   void free(KvSequence& seq);
 
  private:
-  BlockHash hash_block(BlockHash parent, const int32_t* tokens) const;
+  BlockHash hash_block(BlockHash parent, const int32_t* tokens);
 
   int32_t block_size_;
   BlockPool pool_;
   PrefixCacheStats stats_;
+  std::vector<uint8_t> hash_secret_;  // drawn per cache (see the .cpp)
+  std::vector<uint8_t> hash_input_;   // parent hash + one block of tokens
+
 };
 
 }  // namespace flashserve

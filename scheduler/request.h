@@ -9,7 +9,6 @@
 #include <string_view>
 #include <vector>
 #include "scheduler/kv_cache_manager.h"
-#include "scheduler/output_text.h"
 #include "scheduler/sampler.h"
 #include "scheduler/sampling_params.h"
 
@@ -18,9 +17,25 @@ namespace flashserve {
 using Clock = std::chrono::steady_clock;
 
 // "stop": EOS, a stop token or a stop string; "length": max_tokens or the context window;
-// "abort": cancelled (client gone, deadline, shutdown).
+// "abort": cancelled (client gone, deadline, shutdown) or failed (see RequestError).
 enum class FinishReason { Stop, Length, Abort };
 std::string_view to_string(FinishReason r);
+
+// Why the server refused a request, or ended it without an answer. Front-ends map the kind to a
+// status (400, 429, 503, 500 / INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...).
+enum class ErrorKind {
+  Invalid,      // bad parameters
+  TooLong,      // cannot fit the context window or the KV cache, even alone
+  Overloaded,   // the queue is full, or it waited longer than the server lets requests queue
+  Deadline,     // the client's own deadline passed before it could finish
+  Unavailable,  // the server is shutting down
+  Internal,     // our bug: the model refused the batch
+};
+std::string_view to_string(ErrorKind k);
+struct RequestError {
+  ErrorKind kind;
+  std::string message;
+};
 
 struct RequestTimings {
   Clock::time_point arrival;          // when the server received it (before tokenization)
@@ -31,8 +46,8 @@ struct RequestTimings {
 };
 
 struct Request {
-  Request(std::string id, std::vector<int32_t> prompt, SamplingParams params, const Tokenizer& tok,
-          uint64_t fallback_seed, Clock::time_point arrival, int32_t priority = 0);
+  Request(std::string id, std::vector<int32_t> prompt, SamplingParams params, uint64_t fallback_seed,
+          Clock::time_point arrival, int32_t priority = 0);
 
   std::string req_id;
   int64_t arrival_order = 0;       // set by the scheduler; ties in priority go FCFS
@@ -43,11 +58,15 @@ struct Request {
   int32_t num_cached_tokens = 0;   // prompt tokens found in the prefix cache at first admission
   SamplingParams params;
   RequestSampler sampler;
-  OutputText text;
   KvSequence kv;
   int32_t num_preemptions = 0;
   bool scheduled_before = false;
+  // Past this it is dropped, queued or running (the client's deadline).
+  Clock::time_point deadline = Clock::time_point::max();
+  // Past this it is dropped if it has not started (the server's longest queue time).
+  Clock::time_point start_deadline = Clock::time_point::max();
   std::optional<FinishReason> finish;
+  std::optional<RequestError> error;  // with finish Abort, when the server (not the client) ended it
   RequestTimings timings;
 
   int32_t num_tokens() const { return int32_t(token_ids.size()); }

@@ -55,9 +55,14 @@ std::optional<std::string> check_token_lists(const SamplingParams& p, int32_t vo
 }
 
 std::optional<std::string> check_stop_strings(const SamplingParams& p) {
-  if (p.stop.size() > 4) return "stop must hold at most 4 strings, got " + std::to_string(p.stop.size());
+  if (p.stop.size() > kMaxStopStrings) {
+    return "stop must hold at most " + std::to_string(kMaxStopStrings) + " strings, got " + std::to_string(p.stop.size());
+  }
   for (const std::string& s : p.stop) {
     if (s.empty()) return std::string("stop strings must not be empty");
+    if (s.size() > kMaxStopBytes) {
+      return "stop strings must be at most " + std::to_string(kMaxStopBytes) + " bytes, got " + std::to_string(s.size());
+    }
   }
   return std::nullopt;
 }

@@ -26,6 +26,11 @@ struct SamplingParams {
   std::vector<std::string> stop;     // stop strings: generation ends before them; never emitted
 };
 
+// Stop strings are matched against the text after every token, so their number and length bound
+// that work (OpenAI also allows 4).
+constexpr size_t kMaxStopStrings = 4;
+constexpr size_t kMaxStopBytes = 256;
+
 // nullopt if valid, else a message naming the offending field (for a 400 / INVALID_ARGUMENT).
 std::optional<std::string> validate(const SamplingParams& p, int32_t vocab_size);
 

@@ -14,15 +14,26 @@ std::string_view to_string(FinishReason r) {
   return "unknown";
 }
 
-Request::Request(std::string id, std::vector<int32_t> prompt, SamplingParams p, const Tokenizer& tok,
-                 uint64_t fallback_seed, Clock::time_point arrival, int32_t prio)
+std::string_view to_string(ErrorKind k) {
+  switch (k) {
+    case ErrorKind::Invalid: return "invalid";
+    case ErrorKind::TooLong: return "too_long";
+    case ErrorKind::Overloaded: return "overloaded";
+    case ErrorKind::Deadline: return "deadline";
+    case ErrorKind::Unavailable: return "unavailable";
+    case ErrorKind::Internal: return "internal";
+  }
+  return "unknown";
+}
+
+Request::Request(std::string id, std::vector<int32_t> prompt, SamplingParams p, uint64_t fallback_seed,
+                 Clock::time_point arrival, int32_t prio)
     : req_id(std::move(id)),
       priority(prio),
       token_ids(std::move(prompt)),
       num_prompt_tokens(int32_t(token_ids.size())),
       params(std::move(p)),
-      sampler(params, token_ids, fallback_seed),
-      text(tok, params.stop) {
+      sampler(params, token_ids, fallback_seed) {
   timings.arrival = arrival;
 }
 
@@ -34,17 +45,19 @@ bool Scheduler::before(const Request& a, const Request& b) const {
   return a.arrival_order < b.arrival_order;
 }
 
-std::optional<Rejection> Scheduler::check_fits(int32_t num_prompt_tokens, int32_t max_tokens) const {
-  if (num_prompt_tokens == 0) return Rejection{RejectReason::Invalid, "the prompt is empty"};
-  const int32_t total = num_prompt_tokens + max_tokens;
+// In 64 bits: a client may send max_tokens near INT32_MAX, and the sum must not wrap into range.
+std::optional<RequestError> Scheduler::check_fits(int64_t num_prompt_tokens, int64_t max_tokens) const {
+  if (num_prompt_tokens <= 0) return RequestError{ErrorKind::Invalid, "the prompt is empty"};
+  const int64_t total = num_prompt_tokens + max_tokens;
   if (total > cfg_.max_model_len) {
-    return Rejection{RejectReason::TooLong, "prompt (" + std::to_string(num_prompt_tokens) + " tokens) plus max_tokens (" +
+    return RequestError{ErrorKind::TooLong, "prompt (" + std::to_string(num_prompt_tokens) + " tokens) plus max_tokens (" +
                                                 std::to_string(max_tokens) + ") exceeds the context window of " +
                                                 std::to_string(cfg_.max_model_len) + " tokens"};
   }
-  if (kv_.blocks_for(total) > kv_.num_blocks()) {
-    return Rejection{RejectReason::TooLong, "prompt plus max_tokens (" + std::to_string(total) + " tokens) needs " +
-                                                std::to_string(kv_.blocks_for(total)) + " KV blocks; the cache has " +
+  const int64_t blocks = (total + kv_.block_size() - 1) / kv_.block_size();
+  if (blocks > kv_.num_blocks()) {
+    return RequestError{ErrorKind::TooLong, "prompt plus max_tokens (" + std::to_string(total) + " tokens) needs " +
+                                                std::to_string(blocks) + " KV blocks; the cache has " +
                                                 std::to_string(kv_.num_blocks())};
   }
   return std::nullopt;
@@ -64,17 +77,52 @@ void Scheduler::insert_waiting(std::unique_ptr<Request> req) {
 SchedulerOutput Scheduler::schedule() {
   finished_.clear();
   SchedulerOutput out;
+  const auto now = Clock::now();
+  drop_expired(out, now);
   int32_t budget = cfg_.max_num_batched_tokens;
   schedule_running(out, budget);
   // Admitting new work in a step that had to preempt would only preempt again.
   if (out.num_preempted == 0) schedule_waiting(out, budget);
   out.num_batched_tokens = cfg_.max_num_batched_tokens - budget;
-  const auto now = Clock::now();
   for (const ScheduledRequest& s : out.scheduled) {
-    if (!s.req->scheduled_before) s.req->timings.first_scheduled = now;
+    if (!s.req->scheduled_before) {
+      s.req->timings.first_scheduled = now;
+      ++out.num_started;
+    }
     s.req->scheduled_before = true;
   }
   return out;
+}
+
+// Work for a client that has given up, or that waited past the server's queue limit, is dropped
+// before any more of it is computed: under overload the steps go to requests that can still succeed.
+void Scheduler::drop_expired(SchedulerOutput& out, Clock::time_point now) {
+  auto drop_from = [&](auto& queue) {
+    for (auto it = queue.begin(); it != queue.end();) {
+      Request& r = **it;
+      const bool past_deadline = now >= r.deadline;
+      if (!past_deadline && (r.scheduled_before || now < r.start_deadline)) {
+        ++it;
+        continue;
+      }
+      RequestError e = past_deadline ? RequestError{ErrorKind::Deadline, "the request's deadline passed"}
+                                     : RequestError{ErrorKind::Overloaded,
+                                                    "server overloaded: the request waited longer than the server's "
+                                                    "queue limit without starting"};
+      std::unique_ptr<Request> owned = std::move(*it);
+      it = queue.erase(it);
+      drop(std::move(owned), std::move(e), out);
+    }
+  };
+  drop_from(running_);
+  drop_from(waiting_);
+}
+
+void Scheduler::drop(std::unique_ptr<Request> r, RequestError error, SchedulerOutput& out) {
+  r->error = std::move(error);
+  finish(*r, FinishReason::Abort);
+  out.dropped.push_back(r.get());
+  finished_.push_back(std::move(r));
 }
 
 void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
@@ -87,6 +135,11 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
       const bool self = running_.back().get() == &r;
       std::unique_ptr<Request> victim = std::move(running_.back());
       running_.pop_back();
+      if (self && running_.empty()) {
+        // Alone and still out of blocks: requeued, it would hold the head of the queue forever.
+        drop(std::move(victim), never_fits(r), out);
+        return;
+      }
       preempt(std::move(victim));
       ++out.num_preempted;
       if (self) return;
@@ -98,6 +151,13 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
   }
 }
 
+RequestError Scheduler::never_fits(const Request& r) const {
+  return RequestError{ErrorKind::TooLong, "the request needs more KV blocks than the whole cache holds (" +
+                                              std::to_string(kv_.num_blocks()) + " blocks of " +
+                                              std::to_string(kv_.block_size()) + " tokens) at " +
+                                              std::to_string(r.num_tokens()) + " tokens"};
+}
+
 void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget) {
   while (!waiting_.empty() && budget > 0 && int32_t(running_.size()) < cfg_.max_num_seqs) {
     Request& r = *waiting_.front();
@@ -107,6 +167,14 @@ void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget) {
     if (!kv_.allocate(r.kv, r.num_computed_tokens + n)) {
       kv_.free(r.kv);  // don't pin cached blocks while it waits
       r.num_computed_tokens = 0;
+      if (running_.empty()) {
+        // Every block is free and it still does not fit: it never will, and FCFS would let it
+        // block everyone behind it.
+        std::unique_ptr<Request> owned = std::move(waiting_.front());
+        waiting_.pop_front();
+        drop(std::move(owned), never_fits(r), out);
+        continue;
+      }
       return;  // FCFS: nobody overtakes the head of the queue, so big requests cannot starve
     }
     std::unique_ptr<Request> owned = std::move(waiting_.front());
@@ -142,7 +210,7 @@ RequestUpdate Scheduler::advance(const ScheduledRequest& s, const SampledToken* 
   Request& r = *s.req;
   r.num_computed_tokens += s.num_scheduled_tokens;
   kv_.cache_full_blocks(r.kv, r.token_ids, r.num_computed_tokens);
-  RequestUpdate u{&r, std::nullopt, {}};
+  RequestUpdate u{&r, std::nullopt};
   if (!sampled) return u;
 
   const auto now = Clock::now();
@@ -150,18 +218,15 @@ RequestUpdate Scheduler::advance(const ScheduledRequest& s, const SampledToken* 
   r.timings.last_token = now;
   r.token_ids.push_back(sampled->token);
   u.token = *sampled;
-  OutputText::Delta delta = r.text.push(sampled->token);
-  u.text = std::move(delta.text);
-  if (auto reason = check_stop(r, sampled->token, delta.stopped)) {
-    if (!delta.stopped) u.text += r.text.flush();
-    finish(r, *reason);
-  }
+  if (auto reason = check_stop(r, sampled->token)) finish(r, *reason);
   return u;
 }
 
-std::optional<FinishReason> Scheduler::check_stop(Request& r, int32_t token, bool text_stopped) const {
+// Token-level rules only: stop strings are matched on the text, off the engine thread, and end the
+// request by cancelling it.
+std::optional<FinishReason> Scheduler::check_stop(const Request& r, int32_t token) const {
   const auto& stop_ids = r.params.stop_token_ids;
-  if (text_stopped || (!r.params.ignore_eos && tok_.is_end_of_generation(token)) ||
+  if ((!r.params.ignore_eos && tok_.is_end_of_generation(token)) ||
       std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) {
     return FinishReason::Stop;
   }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include "model/tokenizer.h"
 #include "scheduler/kv_cache_manager.h"
 #include "scheduler/request.h"
 
@@ -22,13 +23,6 @@ struct SchedulerConfig {
   bool priority_scheduling = false;      // order by (priority, arrival) instead of arrival
 };
 
-// Why a request was not accepted.
-enum class RejectReason { Invalid, TooLong, Overloaded };
-struct Rejection {
-  RejectReason reason;
-  std::string message;
-};
-
 struct ScheduledRequest {
   Request* req;
   int32_t num_scheduled_tokens;  // tokens computed this step
@@ -37,16 +31,19 @@ struct ScheduledRequest {
 
 struct SchedulerOutput {
   std::vector<ScheduledRequest> scheduled;
+  // Ended by the scheduler this step without running (deadline passed, can never fit), each with
+  // its error set; valid until the next schedule().
+  std::vector<Request*> dropped;
   int32_t num_batched_tokens = 0;
   int32_t num_preempted = 0;  // preemptions this step
-  bool empty() const { return scheduled.empty(); }
+  int32_t num_started = 0;    // requests scheduled for the first time this step
+  bool empty() const { return scheduled.empty() && dropped.empty(); }
 };
 
 // One request's progress after a step, for the engine to report.
 struct RequestUpdate {
   Request* req;
   std::optional<SampledToken> token;  // set if a token was sampled this step
-  std::string text;                   // newly released text
 };
 
 class Scheduler {
@@ -55,9 +52,10 @@ class Scheduler {
 
   // Whether a request can ever run: a prompt, and prompt + max_tokens within the context window and
   // the whole KV pool. Reads only constants, so any thread may ask.
-  std::optional<Rejection> check_fits(int32_t num_prompt_tokens, int32_t max_tokens) const;
+  std::optional<RequestError> check_fits(int64_t num_prompt_tokens, int64_t max_tokens) const;
   // Queues an admissible request (see check_fits).
   void add(std::unique_ptr<Request> req);
+  // Drops requests past their deadlines, then picks this step's batch.
   SchedulerOutput schedule();
   // `sampled[i]` is the token for output.scheduled[i] when it samples. Advances every scheduled
   // request, applies stop rules, frees finished requests' blocks. Returns updates in schedule order;
@@ -78,13 +76,16 @@ class Scheduler {
 
  private:
   bool before(const Request& a, const Request& b) const;
+  void drop_expired(SchedulerOutput& out, Clock::time_point now);
+  void drop(std::unique_ptr<Request> r, RequestError error, SchedulerOutput& out);
+  RequestError never_fits(const Request& r) const;
   void schedule_running(SchedulerOutput& out, int32_t& budget);
   void schedule_waiting(SchedulerOutput& out, int32_t& budget);
   void preempt(std::unique_ptr<Request> victim);
   void insert_waiting(std::unique_ptr<Request> req);
   void finish(Request& r, FinishReason reason);
   void retire_finished();
-  std::optional<FinishReason> check_stop(Request& r, int32_t token, bool text_stopped) const;
+  std::optional<FinishReason> check_stop(const Request& r, int32_t token) const;
   RequestUpdate advance(const ScheduledRequest& s, const SampledToken* sampled);
 
   SchedulerConfig cfg_;

@@ -5,3 +5,5 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh"
 ctest --test-dir "${FLASHSERVE_BUILD_DIR:-$root/build}" --output-on-failure -j "$(nproc)"
+# A short libFuzzer pass (clang, ASan + UBSan) over every fuzz target; scripts/fuzz.sh runs longer ones.
+"$root/scripts/fuzz.sh" --seconds 20

@@ -1,38 +1,24 @@
 #include "server/engine_options.h"
 
-#include <fstream>
 #include <stdexcept>
 #include <string>
 
 #include <spdlog/spdlog.h>
 
 #include "model/model_runner.h"
+#include "server/memory_budget.h"
 #ifdef FLASHSERVE_HAVE_CUDA
 #include "kernels/device.h"
 #include "model/cuda_runner.h"
 #endif
 
 namespace flashserve {
-namespace {
-
-// MemAvailable from /proc/meminfo: what the kernel says can be allocated without swapping.
-int64_t available_memory_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  int64_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  throw std::runtime_error("cannot read MemAvailable from /proc/meminfo; pass --kv-cache-bytes");
-}
-
-}  // namespace
 
 void EngineOptions::add_to(CLI::App& app) {
   app.add_option("--kv-cache-bytes", kv_cache_bytes, "KV cache size in bytes (default: --kv-cache-fraction of free memory)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--kv-cache-fraction", kv_cache_fraction, "Fraction of available memory for the KV cache")
+  app.add_option("--kv-cache-fraction", kv_cache_fraction,
+                 "Fraction of available memory (MemAvailable, or the cgroup's limit when tighter) for the KV cache")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--block-size", block_size, "KV cache block size in tokens")->check(CLI::Range(1, 1024))->capture_default_str();
@@ -40,8 +26,13 @@ void EngineOptions::add_to(CLI::App& app) {
   app.add_option("--max-num-batched-tokens", max_num_batched_tokens, "Most tokens per engine step (longer prompts are chunked)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--max-waiting", max_waiting, "Queued requests beyond this are refused as overload")
+  app.add_option("--max-waiting", max_waiting,
+                 "Requests accepted but not yet started beyond this are refused as overload (429)")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--max-queue-time", max_queue_time_s,
+                 "Seconds a request may wait to start before it is dropped as overload (429); 0: no limit")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--no-prefix-caching", no_prefix_caching, "Turn off automatic prefix caching");
   app.add_flag("--priority-scheduling", priority_scheduling, "Serve by request priority, then arrival (default: arrival)");
@@ -64,12 +55,19 @@ EngineConfig EngineOptions::engine_config() const {
   c.scheduler.max_num_batched_tokens = max_num_batched_tokens;
   c.scheduler.priority_scheduling = priority_scheduling;
   c.max_waiting = max_waiting;
+  c.max_queue_time = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(max_queue_time_s));
   c.enable_prefix_caching = !no_prefix_caching;
   return c;
 }
 
 int32_t EngineOptions::num_kv_blocks(const ModelConfig& cfg) const {
-  const int64_t budget = kv_cache_bytes > 0 ? kv_cache_bytes : int64_t(kv_cache_fraction * double(available_memory_bytes()));
+  int64_t budget = kv_cache_bytes;
+  if (budget <= 0) {
+    const MemoryBudget memory = available_memory();
+    budget = int64_t(kv_cache_fraction * double(memory.bytes));
+    spdlog::info("KV cache budget: {:.0f}% of {} MiB available ({})", kv_cache_fraction * 100, memory.bytes >> 20,
+                 memory.source);
+  }
   const int32_t blocks = kv_blocks_for_budget(cfg, block_size, budget);
   if (blocks < 1) throw std::invalid_argument("the KV cache budget of " + std::to_string(budget) + " bytes holds no block");
   return blocks;

@@ -17,6 +17,7 @@ struct EngineOptions {
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;
   int32_t max_waiting = 1024;
+  double max_queue_time_s = 60;
   bool no_prefix_caching = false;
   bool priority_scheduling = false;
   std::string device = "auto";       // auto: cuda when this build has it and a GPU is visible, else cpu
@@ -26,7 +27,7 @@ struct EngineOptions {
 
   void add_to(CLI::App& app);
   EngineConfig engine_config() const;
-  // KV blocks for this model: the byte budget, or the fraction of MemAvailable.
+  // KV blocks for this model: the byte budget, or the fraction of available memory (memory_budget.h).
   int32_t num_kv_blocks(const ModelConfig& cfg) const;
   // The runner --device asks for. Throws std::invalid_argument for cuda in a build without it, or
   // std::runtime_error when no GPU is visible.

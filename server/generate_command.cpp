@@ -4,6 +4,7 @@
 
 #include "model/llama_model.h"
 #include "model/model_runner.h"
+#include "scheduler/output_processor.h"
 
 namespace flashserve {
 namespace {
@@ -44,6 +45,7 @@ int generate(const GenerateOptions& o) {
   const auto model = LlamaModel::load(o.model_path);
   const auto runner = o.engine.make_runner(*model);
   Engine engine(*runner, model->tokenizer(), o.engine.engine_config());
+  OutputProcessor outputs(engine, model->tokenizer());
   const bool stream = o.prompts.size() == 1;
   std::vector<Generation> gens(o.prompts.size());
   const auto start = Clock::now();
@@ -53,7 +55,7 @@ int generate(const GenerateOptions& o) {
     const int32_t room = engine.max_model_len() - int32_t(req.prompt_ids.size());
     req.params.max_tokens = std::max(1, std::min(req.params.max_tokens, room));
     Generation* g = &gens[i];
-    const auto rejected = engine.submit(std::move(req), [g, stream](const RequestOutput& out) {
+    const auto rejected = outputs.submit(std::move(req), [g, stream](const RequestOutput& out) {
       g->text += out.text;
       g->last = out;
       if (stream) {
@@ -65,6 +67,7 @@ int generate(const GenerateOptions& o) {
   }
   while (engine.step()) {
   }
+  outputs.flush();
   for (size_t i = 0; i < gens.size() && !stream; ++i) std::printf("=== prompt %zu ===\n%s\n", i, gens[i].text.c_str());
   if (stream) std::puts("");
   std::fflush(stdout);

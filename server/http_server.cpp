@@ -1,16 +1,15 @@
 #include "server/http_server.h"
 
-#include <httplib.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 
-#include <algorithm>
-#include <atomic>
 #include <ctime>
 #include <stdexcept>
-#include <thread>
 
+#include "server/http_loop.h"
+#include "server/http_router.h"
+#include "server/http_wire.h"
 #include "server/openai_generation.h"
+#include "server/tls.h"
 
 namespace flashserve {
 namespace {
@@ -18,89 +17,61 @@ namespace {
 using Handler = httplib::Server::Handler;
 using HandlerResponse = httplib::Server::HandlerResponse;
 
-// How long a worker waits for engine events before checking that its client is still there.
-constexpr auto kPollSlice = std::chrono::milliseconds(50);
-
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(dump(body), "application/json");
 }
 
-void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, error_body(e)); }
-
-// Every byte up to the longer length is compared, whatever differs first, so the time taken says
-// nothing about how much of a guess was right.
-bool same_secret(const std::string& given, const std::string& expected) {
-  const size_t n = std::max(given.size(), expected.size());
-  unsigned diff = given.size() != expected.size();
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char a = i < given.size() ? given[i] : 0;
-    const unsigned char b = i < expected.size() ? expected[i] : 0;
-    diff |= unsigned(a ^ b);
-  }
-  return diff == 0;
+void send_error(httplib::Response& res, const ApiError& e) {
+  if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
+  if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
+  send_json(res, e.status, error_body(e));
 }
 
-// A body for errors httplib raises itself (no route, body too large, unparsable HTTP).
-ApiError status_error(const httplib::Request& req, int status, size_t max_body_bytes) {
+// A body for errors httplib raises itself (no route, unparsable request line or headers).
+ApiError status_error(const httplib::Request& req, int status) {
   switch (status) {
     case 404:
       return ApiError(404, "no route for " + req.method + " " + req.path, "invalid_request_error", "", "not_found");
     case 405:
       return ApiError(405, req.method + " is not allowed on " + req.path, "invalid_request_error", "", "method_not_allowed");
-    case 413:
-      return ApiError(413, "the request body exceeds " + std::to_string(max_body_bytes) + " bytes",
-                      "invalid_request_error", "", "request_too_large");
     default:
       return ApiError(status, "HTTP error " + std::to_string(status),
                       status >= 500 ? "server_error" : "invalid_request_error");
   }
 }
 
-// One slice of a generation response, on the HTTP worker. The 200 is already sent, so a failure can
-// only end the response early; returning false drops the connection and, with it, the job, whose
-// destruction cancels its engine requests. is_writable() peeks at the socket, so a client that
-// closed its end is noticed within a slice even while nothing is being written.
-bool pump(GenerationJob& job, httplib::DataSink& sink) {
-  if (!sink.is_writable()) return false;
-  try {
-    bool last = false;
-    const std::string out = job.advance(kPollSlice, last);
-    if (!out.empty() && !sink.write(out.data(), out.size())) return false;
-    if (last) sink.done();
-    return true;
-  } catch (const std::exception& e) {
-    spdlog::error("generation response failed: {}", e.what());
-    return false;
-  }
-}
+std::chrono::milliseconds millis(double seconds) { return std::chrono::milliseconds(int64_t(seconds * 1000)); }
 
 }  // namespace
 
-struct HttpServer::Impl {
+struct HttpServer::Impl : HttpHandler {
   Impl(Serving& serving, std::function<std::string()> render_metrics, HttpOptions options)
       : serving(serving), render_metrics(std::move(render_metrics)), options(std::move(options)) {}
 
-  void setup();
+  void setup_routes();
   // Wraps a handler: the API key check (when `authenticated`), and exceptions mapped to error JSON.
   Handler guarded(Handler handler, bool authenticated) const;
   void check_auth(const httplib::Request& req) const;
 
-  void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
-  void models(httplib::Response& res) const;
+  void generate(const httplib::Request& req, Endpoint endpoint);
+  json model_card() const;
   void ready(httplib::Response& res) const;
   void tokenize(const httplib::Request& req, httplib::Response& res) const;
   void detokenize(const httplib::Request& req, httplib::Response& res) const;
 
+  // HttpHandler
+  bool runs_inline(std::string_view method, std::string_view target) const override;
+  RoutedResponse handle(const std::string& request, const ExchangeInfo& info) override;
+  std::string refusal(int status, const std::string& message, std::string_view reason, bool close) override;
+
   Serving& serving;
-  socket_t listen_socket = -1;  // set by the socket-options hook, before bind
   std::function<std::string()> render_metrics;
   HttpOptions options;
   const int64_t created = int64_t(std::time(nullptr));
-  httplib::Server svr;
-  std::thread listener;
-  std::atomic<bool> listen_returned{false};
-  int port = -1;
+  HttpRouter router;
+  std::unique_ptr<TlsContext> tls;
+  std::unique_ptr<HttpLoop> loop;
 };
 
 Handler HttpServer::Impl::guarded(Handler handler, bool authenticated) const {
@@ -109,6 +80,7 @@ Handler HttpServer::Impl::guarded(Handler handler, bool authenticated) const {
       if (authenticated) check_auth(req);
       handler(req, res);
     } catch (const ApiError& e) {
+      serving.count_rejected(rejection_reason(e));
       send_error(res, e);
     } catch (const std::exception& e) {
       spdlog::error("{} {} failed: {}", req.method, req.path, e.what());
@@ -121,36 +93,25 @@ Handler HttpServer::Impl::guarded(Handler handler, bool authenticated) const {
 }
 
 void HttpServer::Impl::check_auth(const httplib::Request& req) const {
-  if (options.api_key.empty()) return;
-  static const std::string kBearer = "Bearer ";
-  const std::string header = req.get_header_value("Authorization");
-  const std::string given = header.starts_with(kBearer) ? header.substr(kBearer.size()) : std::string();
-  if (!same_secret(given, options.api_key)) {
+  if (!options.api_key.accepts(req.get_header_value("Authorization"))) {
     throw ApiError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'", "invalid_request_error", "",
                    "invalid_api_key");
   }
 }
 
-void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
-  const auto arrival = Clock::now();
+void HttpServer::Impl::generate(const httplib::Request& req, Endpoint endpoint) {
   const json body = parse_body(req.body);
   GenerationRequest request =
       endpoint == Endpoint::Chat ? parse_chat_request(body, serving) : parse_completion_request(body, serving);
-  // Submitted here, so refusals (400/429/503) still get their status; the answer itself, even when
-  // not streamed, goes out through a chunked provider: that is where a gone client can be noticed.
-  auto job = std::make_shared<GenerationJob>(serving, std::move(request), arrival);
-  if (job->content_type() == std::string("text/event-stream")) res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(job->content_type(),
-                                   [job](size_t, httplib::DataSink& sink) { return pump(*job, sink); });
+  HttpRouter::defer(std::make_unique<GenerationJob>(serving, std::move(request), HttpRouter::exchange()));
 }
 
-void HttpServer::Impl::models(httplib::Response& res) const {
-  const json model = {{"id", serving.model_name()},
-                      {"object", "model"},
-                      {"created", created},
-                      {"owned_by", "flashserve"},
-                      {"max_model_len", serving.max_model_len()}};
-  send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
+json HttpServer::Impl::model_card() const {
+  return {{"id", serving.model_name()},
+          {"object", "model"},
+          {"created", created},
+          {"owned_by", "flashserve"},
+          {"max_model_len", serving.max_model_len()}};
 }
 
 void HttpServer::Impl::ready(httplib::Response& res) const {
@@ -172,28 +133,27 @@ void HttpServer::Impl::detokenize(const httplib::Request& req, httplib::Response
   send_json(res, 200, {{"prompt", serving.tokenizer().decode(ids)}});
 }
 
-void HttpServer::Impl::setup() {
-  svr.new_task_queue = [n = options.num_threads] { return new httplib::ThreadPool(size_t(std::max(1, n))); };
-  svr.set_payload_max_length(options.max_body_bytes);
-  svr.set_tcp_nodelay(true);  // stream chunks are small; don't let Nagle hold them back
-  // httplib's default also sets SO_REUSEPORT, which would let a second server bind our port and
-  // silently take half the connections; SO_REUSEADDR alone still allows a quick restart.
-  svr.set_socket_options([this](socket_t sock) {
-    const int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    listen_socket = sock;
-  });
-
+void HttpServer::Impl::setup_routes() {
+  router.set_payload_max_length(options.max_body_bytes);
   auto open = [this](Handler h) { return guarded(std::move(h), false); };
   auto api = [this](Handler h) { return guarded(std::move(h), true); };
-  svr.Post("/v1/completions", api([this](const auto& req, auto& res) { generate(req, res, Endpoint::Completions); }));
-  svr.Post("/v1/chat/completions", api([this](const auto& req, auto& res) { generate(req, res, Endpoint::Chat); }));
-  svr.Get("/v1/models", api([this](const auto&, auto& res) { models(res); }));
-  svr.Post("/tokenize", api([this](const auto& req, auto& res) { tokenize(req, res); }));
-  svr.Post("/detokenize", api([this](const auto& req, auto& res) { detokenize(req, res); }));
-  svr.Get("/health", open([](const auto&, auto& res) { send_json(res, 200, {{"status", "ok"}}); }));
-  svr.Get("/ready", open([this](const auto&, auto& res) { ready(res); }));
-  svr.Get("/metrics", open([this](const auto&, auto& res) {
+  router.Post("/v1/completions", api([this](const auto& req, auto&) { generate(req, Endpoint::Completions); }));
+  router.Post("/v1/chat/completions", api([this](const auto& req, auto&) { generate(req, Endpoint::Chat); }));
+  router.Get("/v1/models", api([this](const auto&, auto& res) {
+    send_json(res, 200, {{"object", "list"}, {"data", json::array({model_card()})}});
+  }));
+  router.Get("/v1/models/(.+)", api([this](const auto& req, auto& res) {
+    const std::string id = req.matches[1];
+    if (id != serving.model_name()) {
+      throw ApiError(404, "The model '" + id + "' does not exist", "invalid_request_error", "model", "model_not_found");
+    }
+    send_json(res, 200, model_card());
+  }));
+  router.Post("/tokenize", api([this](const auto& req, auto& res) { tokenize(req, res); }));
+  router.Post("/detokenize", api([this](const auto& req, auto& res) { detokenize(req, res); }));
+  router.Get("/health", open([](const auto&, auto& res) { send_json(res, 200, {{"status", "ok"}}); }));
+  router.Get("/ready", open([this](const auto&, auto& res) { ready(res); }));
+  router.Get("/metrics", open([this](const auto&, auto& res) {
     res.set_content(render_metrics ? render_metrics() : std::string(), "text/plain; version=0.0.4; charset=utf-8");
   }));
 
@@ -205,24 +165,41 @@ void HttpServer::Impl::setup() {
     };
   };
   for (const char* path : {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"}) {
-    svr.Get(path, not_allowed("POST"));
+    router.Get(path, not_allowed("POST"));
   }
-  for (const char* path : {"/v1/models", "/health", "/ready", "/metrics"}) svr.Post(path, not_allowed("GET"));
+  for (const char* path : {"/v1/models", "/health", "/ready", "/metrics"}) router.Post(path, not_allowed("GET"));
 
-  svr.set_error_handler(httplib::Server::HandlerWithResponse(
-      [this](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return HandlerResponse::Unhandled;
-        send_error(res, status_error(req, res.status, options.max_body_bytes));
-        return HandlerResponse::Handled;
-      }));
-  svr.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-    spdlog::debug("HTTP {} {} -> {}", req.method, req.path, res.status);
-  });
+  router.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return HandlerResponse::Unhandled;
+    send_error(res, status_error(req, res.status));
+    return HandlerResponse::Handled;
+  }));
+}
+
+// Health, readiness and metrics must answer under any load, so they never wait for a worker.
+bool HttpServer::Impl::runs_inline(std::string_view method, std::string_view target) const {
+  if (method != "GET") return false;
+  const std::string_view path = target.substr(0, target.find('?'));
+  return path == "/health" || path == "/ready" || path == "/metrics" || path == "/v1/models" ||
+         path.starts_with("/v1/models/");
+}
+
+RoutedResponse HttpServer::Impl::handle(const std::string& request, const ExchangeInfo& info) {
+  return router.handle(request, info);
+}
+
+std::string HttpServer::Impl::refusal(int status, const std::string& message, std::string_view reason, bool close) {
+  serving.count_rejected(reason);
+  ApiError e(status, message, status >= 500 ? "server_error" : status == 429 ? "rate_limit_error" : "invalid_request_error",
+             "", std::string(reason));
+  HeaderList headers;
+  if (status == 429 || status == 503) headers.emplace_back("Retry-After", "1");
+  return http_response(status, "application/json", dump(error_body(e)), headers, close);
 }
 
 HttpServer::HttpServer(Serving& serving, std::function<std::string()> render_metrics, HttpOptions options)
     : impl_(std::make_unique<Impl>(serving, std::move(render_metrics), std::move(options))) {
-  impl_->setup();
+  impl_->setup_routes();
 }
 
 HttpServer::~HttpServer() { stop(); }
@@ -230,30 +207,35 @@ HttpServer::~HttpServer() { stop(); }
 void HttpServer::start() {
   Impl& s = *impl_;
   const HttpOptions& o = s.options;
-  s.port = o.port == 0 ? s.svr.bind_to_any_port(o.host) : (s.svr.bind_to_port(o.host, o.port) ? o.port : -1);
-  if (s.port < 0) throw std::runtime_error("cannot bind HTTP to " + o.host + ":" + std::to_string(o.port));
-  // Debian's compiled httplib listens with a backlog of 5: a burst of connections overflows the
-  // accept queue, and clients whose handshake completed wait on a server that never accepts them.
-  // listen() again on the bound socket raises the backlog.
-  ::listen(s.listen_socket, SOMAXCONN);
-  s.listener = std::thread([&s] {
-    s.svr.listen_after_bind();
-    s.listen_returned = true;
-  });
-  // stop() is a no-op on a server not yet running; wait so a quick stop() cannot be lost.
-  while (!s.svr.is_running() && !s.listen_returned) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  if (s.listen_returned) {
-    s.listener.join();
-    throw std::runtime_error("the HTTP listener on " + o.host + ":" + std::to_string(s.port) + " failed to start");
+  if (!o.tls_cert.empty() || !o.tls_key.empty()) {
+    if (o.tls_cert.empty() || o.tls_key.empty()) throw std::invalid_argument("TLS needs both --tls-cert and --tls-key");
+    s.tls = std::make_unique<TlsContext>(o.tls_cert, o.tls_key);
   }
+  HttpLoopOptions lo;
+  lo.host = o.host;
+  lo.port = o.port;
+  lo.max_body_bytes = o.max_body_bytes;
+  lo.max_buffered_bytes = o.max_buffered_bytes;
+  lo.num_workers = o.num_threads;
+  lo.max_queued = o.max_queued;
+  lo.max_connections = o.max_connections;
+  lo.idle_timeout = millis(o.idle_timeout_s);
+  lo.request_timeout = millis(o.request_timeout_s);
+  lo.tls = s.tls.get();
+  s.loop = std::make_unique<HttpLoop>(s, lo);
+  s.loop->start();
 }
 
-void HttpServer::stop() {
-  if (!impl_->listener.joinable()) return;
-  impl_->svr.stop();
-  impl_->listener.join();
+void HttpServer::set_draining() {
+  if (impl_->loop) impl_->loop->set_draining();
 }
 
-int HttpServer::port() const { return impl_->port; }
+void HttpServer::stop(std::chrono::steady_clock::time_point deadline) {
+  if (impl_->loop) impl_->loop->stop(deadline);
+}
+
+int HttpServer::port() const { return impl_->loop ? impl_->loop->port() : -1; }
+
+size_t HttpServer::num_queued() const { return impl_->loop ? impl_->loop->num_queued() : 0; }
 
 }  // namespace flashserve

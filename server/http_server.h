@@ -1,21 +1,29 @@
-// The OpenAI-compatible HTTP API (cpp-httplib), plus health, readiness, metrics and tokenize
-// endpoints. cpp-httplib stays inside http_server.cpp; handlers never throw past one wrapper that
-// turns exceptions into OpenAI error JSON.
+// The OpenAI-compatible HTTP API, plus health, readiness, metrics and tokenize endpoints, behind
+// our event loop (http_loop.h) with cpp-httplib parsing and routing inside it. Handlers never throw
+// past one wrapper that turns exceptions into OpenAI error JSON.
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
+#include "server/api_key.h"
 #include "server/serving.h"
 
 namespace flashserve {
 
 struct HttpOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;                        // 0: any free port (see port())
-  std::string api_key;                    // empty: no authentication
-  size_t max_body_bytes = 16 << 20;       // larger bodies get 413
-  int num_threads = 64;                   // each open stream holds one
+  int port = 8000;                       // 0: any free port (see port())
+  ApiKey api_key;                        // not required: no authentication
+  size_t max_body_bytes = 16 << 20;      // larger bodies, chunked or not, get 413
+  size_t max_buffered_bytes = 256 << 20; // request bytes in memory at once, all connections
+  int num_threads = 4;                   // workers that parse and tokenize requests
+  size_t max_queued = 256;               // requests waiting for a worker; beyond: 429
+  int max_connections = 10000;           // beyond: 503
+  double idle_timeout_s = 30;            // a connection that sends nothing for this long is closed
+  double request_timeout_s = 10;         // a request must arrive whole within this (else 408)
+  std::string tls_cert, tls_key;         // both set: HTTPS
 };
 
 class HttpServer {
@@ -23,11 +31,16 @@ class HttpServer {
   // `render_metrics` produces the /metrics body.
   HttpServer(Serving& serving, std::function<std::string()> render_metrics, HttpOptions options);
   ~HttpServer();
-  // Binds and starts serving on a background thread; throws std::runtime_error if it cannot bind.
+  // Binds and starts serving on a background thread; throws std::runtime_error if it cannot bind
+  // (or the TLS files cannot be loaded).
   void start();
-  // Stops accepting and closes connections; returns when the listener thread has ended.
-  void stop();
+  // Answers close their connections from now on; idle connections are closed.
+  void set_draining();
+  // Ends streams still running with a final event, sends what it can until `deadline`, then
+  // closes every connection.
+  void stop(std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1));
   int port() const;
+  size_t num_queued() const;  // requests waiting for a worker (they count as waiting)
 
  private:
   struct Impl;

@@ -91,6 +91,7 @@ struct Metrics::Impl {
   Counter& prompt_tokens;
   Counter& generation_tokens;
   std::array<Counter*, 3> request_success{};  // indexed by FinishReason
+  prometheus::Family<Counter>* rejected = nullptr;  // by reason; series added as reasons appear
   Counter& preemptions;
   Counter& prefix_cache_queries;
   Counter& prefix_cache_hits;
@@ -98,7 +99,7 @@ struct Metrics::Impl {
   Gauge& requests_waiting;
   Gauge& kv_cache_usage;
 
-  // Engine thread only: when each streaming request produced its latest token.
+  // Output thread only: when each streaming request produced its latest token.
   std::unordered_map<std::string, Clock::time_point> last_token_at;
 
   // Scrapes may come from several HTTP threads at once.
@@ -153,6 +154,17 @@ Metrics::Impl::Impl(const std::string& model_name)
   for (FinishReason r : {FinishReason::Stop, FinishReason::Length, FinishReason::Abort}) {
     request_success[size_t(r)] = &success.Add({{"finished_reason", std::string(to_string(r))}});
   }
+  rejected = &prometheus::BuildCounter()
+                  .Name("flashserve_request_rejected_total")
+                  .Help("Requests the server refused (at the door or at submission) or dropped before they could "
+                        "finish (queue limit, deadline, shutdown), by reason.")
+                  .Labels(labels)
+                  .Register(registry);
+  // The reasons an operator alerts on exist from the start, at 0.
+  for (ErrorKind k : {ErrorKind::Invalid, ErrorKind::TooLong, ErrorKind::Overloaded, ErrorKind::Deadline,
+                      ErrorKind::Unavailable, ErrorKind::Internal}) {
+    rejected->Add({{"reason", std::string(to_string(k))}});
+  }
 }
 
 Histogram& Metrics::Impl::histogram(const std::string& name, const std::string& help,
@@ -184,6 +196,7 @@ void Metrics::Impl::observe_tokens(const RequestOutput& o) {
 
 void Metrics::Impl::observe_finish(const RequestOutput& o) {
   last_token_at.erase(o.req_id);
+  if (o.error) rejected->Add({{"reason", std::string(to_string(o.error->kind))}}).Increment();
   const RequestTimings& t = o.timings;
   request_success[size_t(*o.finish)]->Increment();
   prompt_tokens.Increment(o.num_prompt_tokens);
@@ -203,7 +216,7 @@ void Metrics::Impl::observe_finish(const RequestOutput& o) {
 void Metrics::Impl::refresh(const EngineStats& s) {
   std::lock_guard lock(refresh_mu);
   requests_running.Set(s.num_running);
-  requests_waiting.Set(s.num_waiting);
+  requests_waiting.Set(s.num_waiting);  // front-end queues added by the caller (see render())
   const int32_t used = s.num_kv_blocks - s.num_free_kv_blocks;
   kv_cache_usage.Set(s.num_kv_blocks > 0 ? double(used) / s.num_kv_blocks : 0.0);
   advance_to(preemptions, s.num_preemptions, seen_preemptions);
@@ -218,6 +231,11 @@ Metrics::~Metrics() = default;
 void Metrics::on_output(const RequestOutput& o) {
   impl_->observe_tokens(o);  // a finishing event may carry the last token: count it first
   if (o.finish) impl_->observe_finish(o);
+}
+
+void Metrics::on_rejected(std::string_view reason) {
+  // prometheus-cpp's families are thread-safe; Add() returns the existing series for known labels.
+  impl_->rejected->Add({{"reason", std::string(reason)}}).Increment();
 }
 
 void Metrics::on_step(const StepStats& s) {

@@ -12,12 +12,15 @@ class Metrics : public ServingObserver {
   explicit Metrics(std::string model_name);
   ~Metrics() override;
 
-  // Engine thread: per-token, per-request and per-step observations.
+  // Output thread: per-token, per-request and per-step observations.
   void on_output(const RequestOutput& o) override;
   void on_step(const StepStats& s) override;
+  // Any thread.
+  void on_rejected(std::string_view reason) override;
 
   // Any thread: refreshes gauges and cumulative counters from `stats`, then renders the
-  // Prometheus text exposition format.
+  // Prometheus text exposition format. The caller adds requests waiting in front-end queues to
+  // stats.num_waiting, so the waiting gauge (the autoscaling signal) sees every queue.
   std::string render(const EngineStats& stats);
 
  private:

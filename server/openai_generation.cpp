@@ -1,72 +1,91 @@
 #include "server/openai_generation.h"
 
+#include "server/http_wire.h"
+
 namespace flashserve {
 
-ChoiceStreams::ChoiceStreams(Serving& serving, const GenerationRequest& request, Clock::time_point arrival)
+ChoiceStreams::ChoiceStreams(Serving& serving, const GenerationRequest& request, const ExchangeInfo& exchange)
     : serving_(serving) {
-  for (int32_t c = 0; c < request.num_choices(); ++c) {
-    SubmitResult r = serving.submit(request.prompts[size_t(c / request.n)], params_for(request, c, serving.max_model_len()),
-                                    arrival, request.priority);
-    if (!r.stream) {
-      cancel_unfinished();
-      throw submit_error(r);
-    }
-    streams_.push_back(std::move(r.stream));
-    finished_.push_back(false);
-  }
+  ServingRequest r = serving_request(request, serving.max_model_len());
+  r.arrival = exchange.arrival;
+  SubmitResult submitted = serving.submit(std::move(r), exchange.wake);
+  if (submitted.error) throw api_error(*submitted.error);
+  streams_ = std::move(submitted.streams);
+  finished_.assign(streams_.size(), false);
 }
 
-ChoiceStreams::~ChoiceStreams() { cancel_unfinished(); }
-
-void ChoiceStreams::cancel_unfinished() {
+ChoiceStreams::~ChoiceStreams() {
   for (size_t i = 0; i < streams_.size(); ++i) {
     if (!finished_[i]) serving_.cancel(streams_[i]->req_id());
   }
 }
 
-void ChoiceStreams::take(size_t choice, RequestOutput o, std::vector<ChoiceEvent>& events) {
-  if (o.finish) {
-    finished_[choice] = true;
-    ++num_finished_;
-  }
-  events.push_back({int32_t(choice), std::move(o)});
-}
-
-// The choices of one request usually advance in the same engine step, so waiting on the first
-// unfinished one and then draining the rest without waiting delays nobody by more than a slice.
-std::vector<ChoiceEvent> ChoiceStreams::poll(Clock::time_point deadline) {
+std::vector<ChoiceEvent> ChoiceStreams::poll() {
   std::vector<ChoiceEvent> events;
-  size_t first = 0;
-  while (first < streams_.size() && finished_[first]) ++first;
-  if (first == streams_.size()) return events;
-  auto o = streams_[first]->next(deadline);
-  if (!o) return events;
-  take(first, std::move(*o), events);
-  for (size_t i = first; i < streams_.size(); ++i) {
+  for (size_t i = 0; i < streams_.size(); ++i) {
     while (!finished_[i]) {
-      auto more = streams_[i]->next(Clock::time_point{});
-      if (!more) break;
-      take(i, std::move(*more), events);
+      std::optional<RequestOutput> o = streams_[i]->try_next();
+      if (!o) break;
+      if (o->finish) {
+        finished_[i] = true;
+        ++num_finished_;
+      }
+      events.push_back({int32_t(i), std::move(*o)});
     }
   }
   return events;
 }
 
-GenerationJob::GenerationJob(Serving& serving, GenerationRequest request, Clock::time_point arrival)
+GenerationJob::GenerationJob(Serving& serving, GenerationRequest request, const ExchangeInfo& exchange)
     : request_(std::move(request)),
-      builder_(request_, serving.tokenizer(), serving.model_name()),
-      streams_(serving, request_, arrival) {}
+      closing_(exchange.closing),
+      builder_(request_, serving.tokenizer(), serving.model_name(), serving.system_fingerprint()),
+      streams_(serving, request_, exchange) {}
 
-std::string GenerationJob::advance(Clock::duration wait, bool& last) {
-  std::string out;
-  if (!started_) {
-    started_ = true;
-    out = builder_.start();
+std::string GenerationJob::head() const {
+  return http_chunked_head(200, "text/event-stream", {{"Cache-Control", "no-cache"}}, closing_);
+}
+
+std::string GenerationJob::error_response(const ApiError& e) const {
+  HeaderList headers;
+  if (e.retry_after_s > 0) headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
+  return http_response(e.status, "application/json", dump(error_body(e)), headers, closing_);
+}
+
+std::string GenerationJob::advance(bool& done) {
+  const std::vector<ChoiceEvent> events = streams_.poll();
+  if (events.empty()) return "";
+  const std::string sse = builder_.add(events);
+  const bool over = streams_.done() || builder_.failure();
+  if (!request_.stream) {
+    if (!over) return "";
+    done = true;
+    if (builder_.failure()) return error_response(api_error(*builder_.failure()));
+    return http_response(200, "application/json", builder_.finish(), {}, closing_);
   }
-  out += builder_.add(streams_.poll(Clock::now() + wait));
-  last = streams_.done() || builder_.failed();
-  if (last) out += builder_.finish();
+  std::string out;
+  if (!head_sent_) {
+    // Failed before a single token: the status can still say so.
+    if (builder_.failure() && !builder_.produced_tokens()) {
+      done = true;
+      return error_response(api_error(*builder_.failure()));
+    }
+    head_sent_ = true;
+    out = head() + http_chunk(builder_.start());
+  }
+  out += http_chunk(sse);
+  if (over) {
+    done = true;
+    out += http_chunk(builder_.finish());
+    out += http_last_chunk();
+  }
   return out;
+}
+
+std::string GenerationJob::abandon() {
+  const RequestError stopping{ErrorKind::Unavailable, "the server is shutting down"};
+  if (!head_sent_) return error_response(api_error(stopping));
+  return http_chunk(builder_.fail_unfinished(stopping)) + http_chunk(builder_.finish()) + std::string(http_last_chunk());
 }
 
 }  // namespace flashserve

@@ -1,10 +1,12 @@
-// One completions / chat request in flight: its engine requests (one per choice) and the response
-// they make. The HTTP layer calls advance() in short slices so that, between slices, it can check
-// whether the client is still there; dropping the job cancels whatever is still running.
+// One completions / chat request in flight: its engine requests (one per choice) and the HTTP
+// response they make, produced on the event loop as engine events arrive (no thread waits on it).
+// The status line waits for the first event, so a request the server drops before its first token
+// (queue limit, shutdown) still gets its real status rather than a 200 with an error inside.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
+#include "server/http_exchange.h"
 #include "server/openai_response.h"
 
 namespace flashserve {
@@ -14,41 +16,40 @@ namespace flashserve {
 // its KV blocks.
 class ChoiceStreams {
  public:
-  // Submits every choice; if one is refused, cancels those already in and throws its ApiError.
-  ChoiceStreams(Serving& serving, const GenerationRequest& request, Clock::time_point arrival);
+  // Submits every choice, or none (throws the refusal as an ApiError).
+  ChoiceStreams(Serving& serving, const GenerationRequest& request, const ExchangeInfo& exchange);
   ~ChoiceStreams();
   ChoiceStreams(const ChoiceStreams&) = delete;
   ChoiceStreams& operator=(const ChoiceStreams&) = delete;
 
-  // Events that arrived by `deadline`: waits for one, then takes whatever the others have.
-  std::vector<ChoiceEvent> poll(Clock::time_point deadline);
+  // Every event that has arrived, without waiting.
+  std::vector<ChoiceEvent> poll();
   bool done() const { return num_finished_ == streams_.size(); }
 
  private:
-  void cancel_unfinished();
-  void take(size_t choice, RequestOutput o, std::vector<ChoiceEvent>& events);
-
   Serving& serving_;
   std::vector<std::shared_ptr<RequestStream>> streams_;
   std::vector<bool> finished_;
   size_t num_finished_ = 0;
 };
 
-class GenerationJob {
+class GenerationJob : public DeferredResponse {
  public:
   // Submits the request (throws ApiError when refused: nothing has been sent yet).
-  GenerationJob(Serving& serving, GenerationRequest request, Clock::time_point arrival);
+  GenerationJob(Serving& serving, GenerationRequest request, const ExchangeInfo& exchange);
 
-  const char* content_type() const { return request_.stream ? "text/event-stream" : "application/json"; }
-  // Waits up to `wait` for engine events; returns the bytes to send now (possibly none). `last` is
-  // set when these are the final bytes of the response.
-  std::string advance(Clock::duration wait, bool& last);
+  std::string advance(bool& done) override;
+  std::string abandon() override;
 
  private:
+  std::string head() const;
+  std::string error_response(const ApiError& e) const;
+
   GenerationRequest request_;
+  bool closing_;
   ResponseBuilder builder_;
   ChoiceStreams streams_;
-  bool started_ = false;
+  bool head_sent_ = false;
 };
 
 }  // namespace flashserve

@@ -1,13 +1,39 @@
 #include "server/openai_protocol.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <set>
+#include <string_view>
 
 namespace flashserve {
 namespace {
 
 constexpr int32_t kMaxChoices = 16;
 constexpr int32_t kMaxLogprobs = 20;
+constexpr size_t kMaxLogitBias = 1024;  // entries; OpenAI documents no limit, this bounds the work
+
+// Every field each endpoint understands: OpenAI's, plus vLLM's sampling extensions. Anything else
+// is refused by name rather than silently ignored. Fields listed but not implemented are checked
+// by refuse_unsupported(): accepted only with a value that asks for nothing.
+const std::set<std::string_view> kCommonFields = {
+    "model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "presence_penalty",
+    "frequency_penalty", "logit_bias", "seed", "user",
+    // vLLM's extensions
+    "top_k", "min_p", "repetition_penalty", "ignore_eos", "stop_token_ids", "priority", "max_completion_tokens"};
+const std::set<std::string_view> kCompletionFields = {"prompt", "logprobs", "echo", "suffix", "best_of"};
+const std::set<std::string_view> kChatFields = {
+    "messages", "logprobs", "top_logprobs", "response_format", "tools", "tool_choice", "parallel_tool_calls",
+    "functions", "function_call", "store", "metadata", "service_tier", "modalities", "audio", "prediction",
+    "reasoning_effort", "web_search_options"};
+
+void refuse_unknown(const json& body, const std::set<std::string_view>& own) {
+  for (const auto& [key, value] : body.items()) {
+    if (!kCommonFields.count(key) && !own.count(key)) {
+      throw bad_request("Unrecognized request argument supplied: " + key, key, "unsupported_parameter");
+    }
+  }
+}
 
 // Absent and null both mean "not given", as the OpenAI API treats them.
 const json* field(const json& obj, const char* key) {
@@ -95,6 +121,9 @@ std::vector<std::string> stop_strings(const json& body) {
   if (!v) return {};
   if (v->is_string()) return {v->get<std::string>()};
   if (!v->is_array()) throw wrong_type("stop", "a string or an array of strings");
+  if (v->size() > kMaxStopStrings) {
+    throw bad_request("'stop' may hold at most " + std::to_string(kMaxStopStrings) + " strings", "stop");
+  }
   std::vector<std::string> stops;
   for (const json& s : *v) {
     if (!s.is_string()) throw wrong_type("stop", "a string or an array of strings");
@@ -108,6 +137,9 @@ std::vector<std::pair<int32_t, float>> logit_bias(const json& body) {
   const json* v = field(body, "logit_bias");
   if (!v) return {};
   if (!v->is_object()) throw wrong_type("logit_bias", "an object of \"token_id\": bias");
+  if (v->size() > kMaxLogitBias) {
+    throw bad_request("'logit_bias' may hold at most " + std::to_string(kMaxLogitBias) + " entries", "logit_bias");
+  }
   std::vector<std::pair<int32_t, float>> biases;
   for (const auto& [key, bias] : v->items()) {
     size_t used = 0;
@@ -150,8 +182,12 @@ void parse_common(const json& body, GenerationRequest& r) {
   p.logit_bias = logit_bias(body);
   if (const json* ids = field(body, "stop_token_ids")) {
     if (!ids->is_array()) throw wrong_type("stop_token_ids", "an array of token ids");
+    if (ids->size() > kMaxLogitBias) {
+      throw bad_request("'stop_token_ids' may hold at most " + std::to_string(kMaxLogitBias) + " ids", "stop_token_ids");
+    }
     p.stop_token_ids = token_ids(*ids, "stop_token_ids");
   }
+  opt_string(body, "user");  // a label for the caller's own bookkeeping; only its type is checked
   r.max_tokens = opt_int(body, "max_completion_tokens");
   if (!r.max_tokens) r.max_tokens = opt_int(body, "max_tokens");
   r.n = opt_int(body, "n").value_or(1);
@@ -162,24 +198,82 @@ void parse_common(const json& body, GenerationRequest& r) {
   parse_stream_options(body, r);
 }
 
-std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Serving& serving) {
+// Sizes are checked before any tokenizing: a prompt that cannot fit the context window is refused
+// without spending a worker's time on it, and prompts x n before anything is allocated per prompt.
+ApiError prompt_too_long(const Serving& serving) {
+  return bad_request("the prompt is longer than the context window of " + std::to_string(serving.max_model_len()) +
+                         " tokens can hold",
+                     "prompt", "context_length_exceeded");
+}
+
+std::vector<int32_t> bounded_text_prompt(const std::string& text, const Serving& serving) {
+  if (text.size() > serving.max_prompt_bytes()) throw prompt_too_long(serving);
+  return serving.text_prompt(text);
+}
+
+std::vector<int32_t> bounded_token_prompt(const json& ids, const Serving& serving) {
+  if (ids.size() > size_t(serving.max_model_len())) throw prompt_too_long(serving);
+  return token_ids(ids, "prompt");
+}
+
+std::vector<std::vector<int32_t>> completion_prompts(const json& body, int32_t n, const Serving& serving) {
   const json* v = field(body, "prompt");
   if (!v) throw bad_request("'prompt' is required", "prompt");
-  if (v->is_string()) return {serving.text_prompt(v->get<std::string>())};
+  if (v->is_string()) return {bounded_text_prompt(v->get<std::string>(), serving)};
   const char* kinds = "a string, an array of strings, an array of token ids or an array of such arrays";
   if (!v->is_array() || v->empty()) throw wrong_type("prompt", kinds);
-  if (v->front().is_number()) return {token_ids(*v, "prompt")};
+  if (v->front().is_number()) return {bounded_token_prompt(*v, serving)};
+  if (int64_t(v->size()) * n > serving.max_choices()) {
+    throw bad_request(std::to_string(v->size()) + " prompts x n=" + std::to_string(n) +
+                          " is more sequences than this server queues (" + std::to_string(serving.max_choices()) + ")",
+                      "prompt");
+  }
   std::vector<std::vector<int32_t>> prompts;
+  prompts.reserve(v->size());
   for (const json& e : *v) {
     if (e.is_string()) {
-      prompts.push_back(serving.text_prompt(e.get<std::string>()));
+      prompts.push_back(bounded_text_prompt(e.get<std::string>(), serving));
     } else if (e.is_array()) {
-      prompts.push_back(token_ids(e, "prompt"));
+      prompts.push_back(bounded_token_prompt(e, serving));
     } else {
       throw wrong_type("prompt", kinds);
     }
   }
   return prompts;
+}
+
+// Fields we list but do not implement yet are accepted only with a value that asks for nothing.
+void refuse_unless(const json& body, const char* key, const std::function<bool(const json&)>& asks_nothing,
+                   const std::string& why) {
+  const json* v = field(body, key);
+  if (v && !asks_nothing(*v)) throw bad_request("'" + std::string(key) + "' is not supported: " + why, key, "unsupported_parameter");
+}
+
+bool is_false(const json& v) { return v.is_boolean() && !v.get<bool>(); }
+bool is_empty(const json& v) { return (v.is_array() || v.is_object() || v.is_string()) && v.empty(); }
+
+void refuse_unsupported_chat(const json& body) {
+  refuse_unless(body, "response_format", [](const json& v) { return v.is_object() && v.value("type", "") == "text" && v.size() == 1; },
+                "only {\"type\": \"text\"}; structured output is not implemented yet");
+  refuse_unless(body, "tools", is_empty, "tool calling is not implemented yet");
+  refuse_unless(body, "functions", is_empty, "function calling is not implemented yet");
+  refuse_unless(body, "tool_choice", [](const json& v) { return v == "none"; }, "tool calling is not implemented yet");
+  refuse_unless(body, "function_call", [](const json& v) { return v == "none"; }, "function calling is not implemented yet");
+  refuse_unless(body, "parallel_tool_calls", [](const json& v) { return v.is_boolean(); }, "it must be a boolean");
+  refuse_unless(body, "store", is_false, "this server stores nothing");
+  refuse_unless(body, "metadata", is_empty, "it only applies to stored completions, and this server stores nothing");
+  refuse_unless(body, "service_tier", [](const json& v) { return v == "auto" || v == "default"; }, "there is one tier");
+  refuse_unless(body, "modalities", [](const json& v) { return v == json::array({"text"}); }, "only [\"text\"]");
+  for (const char* key : {"audio", "prediction", "reasoning_effort", "web_search_options"}) {
+    refuse_unless(body, key, [](const json&) { return false; }, "not available on this server");
+  }
+}
+
+void refuse_unsupported_completion(const json& body, int32_t n) {
+  refuse_unless(body, "echo", is_false, "the prompt is not echoed");
+  refuse_unless(body, "suffix", is_empty, "insertion (a suffix after the completion) is not implemented");
+  refuse_unless(body, "best_of", [n](const json& v) { return as_int(v) == n; },
+                "only best_of equal to n (no server-side ranking of extra candidates)");
 }
 
 std::string message_content(const json& m) {
@@ -197,14 +291,23 @@ std::string message_content(const json& m) {
   return text;
 }
 
-std::vector<ChatMessage> chat_messages(const json& messages) {
+// Every message adds at least one token, so more messages than the context window holds tokens
+// can never fit: refused before templating.
+std::vector<ChatMessage> chat_messages(const json& messages, const Serving& serving) {
   if (!messages.is_array() || messages.empty()) throw wrong_type("messages", "a non-empty array");
+  if (messages.size() > size_t(serving.max_model_len())) throw prompt_too_long(serving);
   std::vector<ChatMessage> out;
+  out.reserve(messages.size());
+  size_t total_bytes = 0;
   for (const json& m : messages) {
     if (!m.is_object()) throw wrong_type("messages", "an array of {role, content} objects");
     auto role = opt_string(m, "role");
     if (!role) throw bad_request("every message needs a 'role'", "messages");
+    // OpenAI's newer name for system instructions; templates know only "system".
+    if (*role == "developer") role = "system";
     out.push_back({*role, message_content(m)});
+    total_bytes += out.back().content.size();
+    if (total_bytes > serving.max_prompt_bytes()) throw prompt_too_long(serving);
   }
   return out;
 }
@@ -220,17 +323,40 @@ json error_body(const ApiError& e) {
   return {{"error", {{"message", e.what()}, {"type", e.type}, {"param", or_null(e.param)}, {"code", or_null(e.code)}}}};
 }
 
-ApiError submit_error(const SubmitResult& r) {
-  if (r.draining) return ApiError(503, "the server is shutting down", "server_error", "", "service_unavailable");
-  switch (r.rejection->reason) {
-    case RejectReason::TooLong:
-      return bad_request(r.rejection->message, "", "context_length_exceeded");
-    case RejectReason::Overloaded:
-      return ApiError(429, r.rejection->message, "rate_limit_error", "", "rate_limit_exceeded");
-    case RejectReason::Invalid:
+ApiError api_error(const RequestError& e) {
+  switch (e.kind) {
+    case ErrorKind::Invalid:
+      return bad_request(e.message);
+    case ErrorKind::TooLong:
+      return bad_request(e.message, "", "context_length_exceeded");
+    case ErrorKind::Overloaded: {
+      ApiError a(429, e.message, "rate_limit_error", "", "rate_limit_exceeded");
+      a.retry_after_s = 1;
+      return a;
+    }
+    case ErrorKind::Unavailable: {
+      ApiError a(503, e.message, "server_error", "", "service_unavailable");
+      a.retry_after_s = 5;
+      return a;
+    }
+    case ErrorKind::Deadline:
+      return ApiError(504, e.message, "server_error", "", "deadline_exceeded");
+    case ErrorKind::Internal:
       break;
   }
-  return bad_request(r.rejection->message);
+  return ApiError(500, e.message, "server_error");
+}
+
+std::string_view rejection_reason(const ApiError& e) {
+  switch (e.status) {
+    case 401: return "unauthenticated";
+    case 413: return "body_too_large";
+    case 429: return to_string(ErrorKind::Overloaded);
+    case 503: return to_string(ErrorKind::Unavailable);
+    case 504: return to_string(ErrorKind::Deadline);
+  }
+  if (e.status >= 500) return to_string(ErrorKind::Internal);
+  return e.code == "context_length_exceeded" ? to_string(ErrorKind::TooLong) : to_string(ErrorKind::Invalid);
 }
 
 json parse_body(const std::string& body) {
@@ -249,7 +375,7 @@ void check_model(const json& body, const std::string& served_name) {
 }
 
 std::vector<int32_t> chat_prompt_ids(const json& messages, const Serving& serving) {
-  const std::vector<ChatMessage> msgs = chat_messages(messages);
+  const std::vector<ChatMessage> msgs = chat_messages(messages, serving);
   try {
     return serving.chat_prompt(msgs);
   } catch (const UnsupportedTemplate& e) {
@@ -260,25 +386,28 @@ std::vector<int32_t> chat_prompt_ids(const json& messages, const Serving& servin
 }
 
 GenerationRequest parse_completion_request(const json& body, const Serving& serving) {
+  refuse_unknown(body, kCompletionFields);
   check_model(body, serving.model_name());
   GenerationRequest r;
   r.endpoint = Endpoint::Completions;
   parse_common(body, r);
-  if (opt_bool(body, "echo").value_or(false)) throw bad_request("'echo' is not supported", "echo");
+  refuse_unsupported_completion(body, r.n);
   if (auto v = opt_int(body, "logprobs")) {
     if (*v < 0 || *v > kMaxLogprobs) throw bad_request("'logprobs' must be in [0, 20]", "logprobs");
     r.logprobs = true;
     r.params.logprobs = *v;
   }
-  r.prompts = completion_prompts(body, serving);
+  r.prompts = completion_prompts(body, r.n, serving);
   return r;
 }
 
 GenerationRequest parse_chat_request(const json& body, const Serving& serving) {
+  refuse_unknown(body, kChatFields);
   check_model(body, serving.model_name());
   GenerationRequest r;
   r.endpoint = Endpoint::Chat;
   parse_common(body, r);
+  refuse_unsupported_chat(body);
   r.logprobs = opt_bool(body, "logprobs").value_or(false);
   const auto top = opt_int(body, "top_logprobs");
   if (top && !r.logprobs) throw bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
@@ -295,6 +424,7 @@ std::vector<int32_t> parse_tokenize_request(const json& body, const Serving& ser
   if (const json* messages = field(body, "messages")) return chat_prompt_ids(*messages, serving);
   const auto prompt = opt_string(body, "prompt");
   if (!prompt) throw bad_request("'prompt' (a string) or 'messages' is required", "prompt");
+  if (prompt->size() > serving.max_prompt_bytes()) throw prompt_too_long(serving);
   if (opt_bool(body, "add_special_tokens").value_or(true)) return serving.text_prompt(*prompt);
   return serving.tokenizer().encode(*prompt, /*add_special=*/false, /*parse_special=*/true);
 }
@@ -316,11 +446,27 @@ std::vector<int32_t> parse_detokenize_request(const json& body, const Serving& s
 SamplingParams params_for(const GenerationRequest& r, int32_t choice, int32_t max_model_len) {
   SamplingParams p = r.params;
   const int32_t prompt_len = int32_t(r.prompts[size_t(choice / r.n)].size());
-  // Without max_tokens, the rest of what one request may hold (at least 1, so an overlong prompt
-  // is refused as too long rather than as a bad max_tokens).
-  p.max_tokens = r.max_tokens ? *r.max_tokens : std::max(1, max_model_len - prompt_len);
+  if (r.max_tokens) {
+    p.max_tokens = *r.max_tokens;
+  } else if (r.endpoint == Endpoint::Completions) {
+    p.max_tokens = 16;  // OpenAI's default for completions
+  } else {
+    // Chat: the rest of what one request may hold (at least 1, so an overlong prompt is refused as
+    // too long rather than as a bad max_tokens).
+    p.max_tokens = std::max(1, max_model_len - prompt_len);
+  }
   if (p.seed) *p.seed += uint64_t(choice % r.n);
   return p;
+}
+
+ServingRequest serving_request(const GenerationRequest& r, int32_t max_model_len) {
+  ServingRequest s;
+  for (int32_t c = 0; c < r.num_choices(); ++c) {
+    s.prompt_ids.push_back(r.prompts[size_t(c / r.n)]);
+    s.params.push_back(params_for(r, c, max_model_len));
+  }
+  s.priority = r.priority;
+  return s;
 }
 
 }  // namespace flashserve

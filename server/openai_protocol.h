@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "server/serving.h"
@@ -21,13 +22,17 @@ class ApiError : public std::runtime_error {
       : std::runtime_error(message), status(status), type(std::move(type)), param(std::move(param)), code(std::move(code)) {}
   int status;
   std::string type, param, code;
+  int retry_after_s = 0;  // > 0: sent as Retry-After (429, 503)
 };
 
 ApiError bad_request(const std::string& message, const std::string& param = "", const std::string& code = "");
 // {"error": {"message", "type", "param", "code"}}, with nulls for empty param/code.
 json error_body(const ApiError& e);
-// The error a refused submit deserves: invalid or too long -> 400, overloaded -> 429, draining -> 503.
-ApiError submit_error(const SubmitResult& r);
+// The error a refused or failed request deserves: invalid or too long -> 400, overloaded -> 429,
+// shutting down -> 503 (both with Retry-After), deadline -> 504, our bug -> 500.
+ApiError api_error(const RequestError& e);
+// The reason a refusal is counted under in the metrics (see ServingObserver::on_rejected).
+std::string_view rejection_reason(const ApiError& e);
 
 // The body as a JSON object; malformed JSON or a non-object -> 400.
 json parse_body(const std::string& body);
@@ -41,7 +46,8 @@ struct GenerationRequest {
   Endpoint endpoint = Endpoint::Completions;
   std::vector<std::vector<int32_t>> prompts;  // chat: exactly one
   SamplingParams params;                      // max_tokens filled per prompt by params_for
-  std::optional<int32_t> max_tokens;          // unset: the rest of the context window
+  // Unset: 16 for completions (OpenAI's default), the rest of the context window for chat.
+  std::optional<int32_t> max_tokens;
   int32_t n = 1;                              // choices per prompt
   int32_t priority = 0;
   bool stream = false;
@@ -63,5 +69,7 @@ std::vector<int32_t> parse_detokenize_request(const json& body, const Serving& s
 
 // The engine parameters of choice `choice` (prompt choice / n): its max_tokens, and seed + i.
 SamplingParams params_for(const GenerationRequest& r, int32_t choice, int32_t max_model_len);
+// Every choice of `r`, ready for Serving::submit.
+ServingRequest serving_request(const GenerationRequest& r, int32_t max_model_len);
 
 }  // namespace flashserve

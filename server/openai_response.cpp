@@ -1,5 +1,6 @@
 #include "server/openai_response.h"
 
+#include <algorithm>
 #include <ctime>
 #include <random>
 
@@ -44,26 +45,37 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 std::string sse_event(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
-ResponseBuilder::ResponseBuilder(const GenerationRequest& request, const Tokenizer& tok, std::string model)
+ResponseBuilder::ResponseBuilder(const GenerationRequest& request, const Tokenizer& tok, std::string model,
+                                 std::string fingerprint)
     : request_(request),
       tok_(tok),
       model_(std::move(model)),
+      fingerprint_(std::move(fingerprint)),
       id_(random_id(request.endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-")),
       created_(int64_t(std::time(nullptr))),
       choices_(size_t(request.num_choices())) {}
 
 json ResponseBuilder::envelope(const char* object) const {
-  return {{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}};
+  return {{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}, {"system_fingerprint", fingerprint_}};
 }
 
-// Prompt tokens count once per prompt (not per choice), completion tokens once per choice.
+// Prompt tokens count once per prompt (not per choice), completion tokens once per choice; a
+// prompt's cached tokens are those its first choice found in the prefix cache.
 json ResponseBuilder::usage() const {
-  int64_t prompt_tokens = 0, completion_tokens = 0;
+  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
   for (const auto& p : request_.prompts) prompt_tokens += int64_t(p.size());
-  for (const Choice& c : choices_) completion_tokens += c.num_output_tokens;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    completion_tokens += choices_[i].num_output_tokens;
+    if (i % size_t(request_.n) == 0) cached_tokens += choices_[i].num_cached_tokens;
+  }
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}};
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
+}
+
+bool ResponseBuilder::produced_tokens() const {
+  return std::any_of(choices_.begin(), choices_.end(), [](const Choice& c) { return c.num_output_tokens > 0; });
 }
 
 json ResponseBuilder::completion_chunk(int32_t index, const std::string& text, json logprobs,
@@ -142,11 +154,12 @@ std::string ResponseBuilder::add(const std::vector<ChoiceEvent>& events) {
     Choice& c = choices_[size_t(e.choice)];
     const RequestOutput& o = e.output;
     c.num_output_tokens = o.num_output_tokens;
+    c.num_cached_tokens = o.num_cached_tokens;
     c.finish = o.finish;
     if (o.finish == FinishReason::Abort) {
       // We cancel only for clients that are gone; an abort that reaches a client is the server's.
-      error_ = o.error.empty() ? "the request was aborted by the server" : o.error;
-      if (request_.stream) out += sse_event(error_body(ApiError(500, error_, "server_error")));
+      failure_ = o.error.value_or(RequestError{ErrorKind::Internal, "the request was aborted by the server"});
+      if (request_.stream) out += abort_chunk(e.choice) + error_event();
       return out;
     }
     if (request_.stream) {
@@ -177,10 +190,30 @@ std::string ResponseBuilder::stream_chunks(const ChoiceEvent& e) {
   return out;
 }
 
+std::string ResponseBuilder::fail_unfinished(const RequestError& error) {
+  failure_ = error;
+  if (!request_.stream) return "";
+  std::string out;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    if (choices_[i].finish) continue;
+    choices_[i].finish = FinishReason::Abort;
+    out += abort_chunk(int32_t(i));
+  }
+  return out + error_event();
+}
+
+std::string ResponseBuilder::abort_chunk(int32_t choice) const {
+  const json reason = std::string(to_string(FinishReason::Abort));
+  if (request_.endpoint == Endpoint::Completions) return sse_event(completion_chunk(choice, "", nullptr, reason));
+  return sse_event(chat_chunk(choice, json::object(), nullptr, reason));
+}
+
+std::string ResponseBuilder::error_event() const { return sse_event(error_body(api_error(*failure_))); }
+
 std::string ResponseBuilder::finish() const {
   if (!request_.stream) return final_body();
   std::string out;
-  if (request_.include_usage && !failed()) {
+  if (request_.include_usage && !failure_) {
     json j = envelope(request_.endpoint == Endpoint::Chat ? "chat.completion.chunk" : "text_completion");
     j["choices"] = json::array();
     j["usage"] = usage();
@@ -190,7 +223,7 @@ std::string ResponseBuilder::finish() const {
 }
 
 std::string ResponseBuilder::final_body() const {
-  if (failed()) return dump(error_body(ApiError(500, error_, "server_error")));
+  if (failure_) return dump(error_body(api_error(*failure_)));
   const bool chat = request_.endpoint == Endpoint::Chat;
   json choices = json::array();
   for (size_t i = 0; i < choices_.size(); ++i) {

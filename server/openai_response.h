@@ -17,15 +17,20 @@ struct ChoiceEvent {
 
 class ResponseBuilder {
  public:
-  ResponseBuilder(const GenerationRequest& request, const Tokenizer& tok, std::string model);
+  ResponseBuilder(const GenerationRequest& request, const Tokenizer& tok, std::string model, std::string fingerprint);
 
   // Bytes to send before any event: a chat stream's role chunk per choice; else nothing.
   std::string start() const;
   // Streaming: the SSE chunks for these events. Otherwise: records them and returns nothing.
   std::string add(const std::vector<ChoiceEvent>& events);
-  // True once a choice was aborted by the server (shutdown, engine failure): the response ends.
-  bool failed() const { return !error_.empty(); }
-  // The rest once every choice finished (or failed): the usage chunk if asked and [DONE]; or the
+  // Ends every unfinished choice with `error` (the server is stopping): streaming, a chunk with
+  // finish_reason "abort" per choice and an error event.
+  std::string fail_unfinished(const RequestError& error);
+  // Set once a choice was ended by the server (shutdown, overload, engine failure): the response ends.
+  const std::optional<RequestError>& failure() const { return failure_; }
+  // Whether any choice produced a token (after that, a failure can no longer change the status).
+  bool produced_tokens() const;
+  // The rest once every choice finished (or failed): the usage chunk if asked, then [DONE]; or the
   // whole JSON body (an error body if failed).
   std::string finish() const;
 
@@ -35,8 +40,11 @@ class ResponseBuilder {
     std::vector<SampledToken> tokens;  // not streaming, with logprobs: every sampled token
     std::optional<FinishReason> finish;
     int32_t num_output_tokens = 0;
+    int32_t num_cached_tokens = 0;
     size_t text_offset = 0;            // streaming completions: bytes before the next token
   };
+  std::string abort_chunk(int32_t choice) const;
+  std::string error_event() const;
   json envelope(const char* object) const;
   json usage() const;
   std::string stream_chunks(const ChoiceEvent& e);
@@ -48,10 +56,11 @@ class ResponseBuilder {
   const GenerationRequest& request_;
   const Tokenizer& tok_;
   std::string model_;
+  std::string fingerprint_;
   std::string id_;
   int64_t created_;
   std::vector<Choice> choices_;
-  std::string error_;
+  std::optional<RequestError> failure_;
 };
 
 // "data: <json>\n\n"

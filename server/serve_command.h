@@ -4,6 +4,8 @@
 #include <string>
 #include <CLI/CLI.hpp>
 #include "server/engine_options.h"
+#include "server/grpc_server.h"
+#include "server/http_server.h"
 
 namespace flashserve {
 
@@ -13,11 +15,13 @@ struct ServeOptions {
   int port = 8000;
   int grpc_port = 50051;
   std::string api_key;            // or $FLASHSERVE_API_KEY; empty: no authentication
+  std::string api_key_file;       // or $FLASHSERVE_API_KEY_FILE: the key on its first line
+  std::string tls_cert, tls_key;  // PEM files; both set: HTTPS and gRPC over TLS
   std::string served_model_name;  // default: the model file's name without .gguf
   std::string log_level = "info";
   int grace_period_s = 30;        // how long in-flight requests may finish after SIGTERM
-  size_t max_body_bytes = 16 << 20;
-  int http_threads = 64;
+  HttpOptions http;               // host, port, key and TLS are filled from the fields above
+  GrpcOptions grpc;               // likewise
   EngineOptions engine;
 
   void add_to(CLI::App& app);

@@ -2,30 +2,55 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+
 namespace flashserve {
 namespace {
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+size_t longest_token_bytes(const Tokenizer& tok) {
+  size_t longest = 1;
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) longest = std::max(longest, tok.token_bytes(id).size());
+  return longest;
+}
+
+// Stable for one build and model configuration, different when either changes.
+std::string fingerprint(const LlamaModel& model, const EngineOptions& options) {
+  const ModelConfig& c = model.config();
+  const std::string identity = c.name + "|" + c.arch + "|" + std::to_string(c.num_layers) + "|" +
+                               std::to_string(c.vocab_size) + "|" + options.device + "|" + __DATE__ " " __TIME__;
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(std::hash<std::string>{}(identity)));
+  return std::string("fp_") + hex;
+}
+
 // Seconds from `from` to `to`, or -1 when `to` never happened (e.g. aborted while still queued).
 double span(Clock::time_point from, Clock::time_point to) { return to == Clock::time_point{} ? -1.0 : seconds(to - from); }
 
 // One line per request at completion: what ops people grep for. -1 marks a stage never reached.
+// On the output thread, through the asynchronous logger: a stalled log pipe drops lines, it never
+// stalls requests.
 void log_finished(const RequestOutput& o) {
   const RequestTimings& t = o.timings;
   spdlog::info("request {} finished: reason={} prompt_tokens={} output_tokens={} cached_tokens={} preemptions={} "
                "queue={:.3f}s ttft={:.3f}s e2e={:.3f}s{}{}",
                o.req_id, to_string(*o.finish), o.num_prompt_tokens, o.num_output_tokens, o.num_cached_tokens,
                o.num_preemptions, span(t.arrival, t.first_scheduled), span(t.arrival, t.first_token),
-               span(t.arrival, t.finished), o.error.empty() ? "" : " error=", o.error);
+               span(t.arrival, t.finished), o.error ? " error=" : "", o.error ? o.error->message : "");
 }
 
 }  // namespace
 
 void RequestStream::push(const RequestOutput& o) {
-  std::lock_guard lock(mu_);
-  events_.push_back(o);
-  ready_.notify_one();
+  {
+    std::lock_guard lock(mu_);
+    events_.push_back(o);
+    ready_.notify_one();
+  }
+  if (notify_) notify_();
 }
 
 std::optional<RequestOutput> RequestStream::next(Clock::time_point deadline) {
@@ -42,20 +67,28 @@ Serving::Serving(const LlamaModel& model, std::string served_model_name, const E
       model_name_(std::move(served_model_name)),
       observer_(observer),
       runner_(options.make_runner(model)),
-      engine_(*runner_, model.tokenizer(), options.engine_config()) {
+      max_waiting_(options.max_waiting),
+      engine_(*runner_, model.tokenizer(), options.engine_config()),
+      max_prompt_bytes_(size_t(engine_.max_model_len()) * longest_token_bytes(model.tokenizer())),
+      fingerprint_(fingerprint(model, options)),
+      outputs_(engine_, model.tokenizer()) {
   try {
     template_ = std::make_unique<ChatTemplate>(model.chat_template());
   } catch (const UnsupportedTemplate& e) {
     template_error_ = e.what();
     spdlog::warn("chat completions disabled: {}", template_error_);
   }
-  if (observer_) engine_.set_step_observer([this](const StepStats& s) { observer_->on_step(s); });
+  if (observer_) outputs_.set_step_observer([this](const StepStats& s) { observer_->on_step(s); });
   spdlog::info("KV cache: {} blocks of {} tokens ({} tokens)", runner_->num_kv_blocks(), runner_->block_size(),
                int64_t(runner_->num_kv_blocks()) * runner_->block_size());
   engine_.start();
 }
 
-Serving::~Serving() { engine_.stop(); }
+// The engine goes first: its last aborts still reach the streams through the output thread.
+Serving::~Serving() {
+  engine_.stop();
+  outputs_.stop();
+}
 
 std::vector<int32_t> Serving::chat_prompt(const std::vector<ChatMessage>& messages) const {
   if (!template_) throw UnsupportedTemplate(template_error_);
@@ -66,35 +99,53 @@ std::vector<int32_t> Serving::text_prompt(const std::string& text) const {
   return tokenizer().encode(text, /*add_special=*/true, /*parse_special=*/true);
 }
 
-SubmitResult Serving::submit(std::vector<int32_t> prompt_ids, SamplingParams params, Clock::time_point arrival,
-                             int32_t priority) {
-  if (draining_) return {nullptr, Rejection{RejectReason::Overloaded, "the server is shutting down"}, true};
-  const std::string id = "req-" + std::to_string(next_id_++);
-  auto stream = std::make_shared<RequestStream>(id);
-  ++in_flight_;
-  auto on_output = [this, stream](const RequestOutput& o) {
-    if (observer_) observer_->on_output(o);
-    if (o.finish) log_finished(o);
-    stream->push(o);
-    if (o.finish && --in_flight_ == 0) {
-      std::lock_guard lock(idle_mu_);
-      idle_.notify_all();
-    }
-  };
-  if (auto rejected = engine_.submit({id, std::move(prompt_ids), std::move(params), priority, arrival}, on_output)) {
-    --in_flight_;
-    return {nullptr, rejected, false};
+SubmitResult Serving::submit(ServingRequest request, std::function<void()> notify) {
+  SubmitResult result;
+  if (draining_) {
+    result.error = RequestError{ErrorKind::Unavailable, "the server is shutting down"};
+    return result;
   }
-  return {stream, std::nullopt, false};
+  std::vector<Submission> batch;
+  for (size_t i = 0; i < request.prompt_ids.size(); ++i) {
+    auto stream = std::make_shared<RequestStream>("req-" + std::to_string(next_id_++), notify);
+    GenerateRequest g{stream->req_id(), std::move(request.prompt_ids[i]), std::move(request.params[i]),
+                      request.priority, request.arrival, request.deadline};
+    batch.push_back({std::move(g), [this, stream](const RequestOutput& o) { on_output(*stream, o); }});
+    result.streams.push_back(std::move(stream));
+  }
+  const int32_t n = int32_t(batch.size());
+  in_flight_ += n;
+  if (auto error = outputs_.submit(std::move(batch))) {
+    in_flight_ -= n;
+    result.streams.clear();
+    result.error = std::move(error);
+  }
+  return result;
 }
 
-void Serving::cancel(const std::string& req_id) { engine_.cancel(req_id); }
+// On the output thread.
+void Serving::on_output(RequestStream& stream, const RequestOutput& o) {
+  if (observer_) observer_->on_output(o);
+  if (o.finish) log_finished(o);
+  stream.push(o);
+  if (o.finish && --in_flight_ == 0) {
+    std::lock_guard lock(idle_mu_);
+    idle_.notify_all();
+  }
+}
 
+void Serving::cancel(const std::string& req_id) { outputs_.cancel(req_id); }
+
+void Serving::count_rejected(std::string_view reason) const {
+  if (observer_) observer_->on_rejected(reason);
+}
 
 bool Serving::wait_idle(Clock::time_point deadline) {
   std::unique_lock lock(idle_mu_);
   return idle_.wait_until(lock, deadline, [&] { return in_flight_ == 0; });
 }
+
+void Serving::abort_in_flight() { engine_.abort_all(RequestError{ErrorKind::Unavailable, "the server is shutting down"}); }
 
 bool Serving::ready(Clock::duration max_silence) const {
   return !draining_ && Clock::now() - engine_.stats().heartbeat < max_silence;

@@ -1,57 +1,77 @@
-// The bridge between the API front-ends (HTTP, gRPC) and the engine. Front-end threads submit a
-// tokenized request and read its events from a RequestStream; only the engine thread touches engine
-// state. Framework-free: no httplib, gRPC or prometheus types here.
+// The bridge between the API front-ends (HTTP, gRPC) and the engine. Front-ends submit tokenized
+// requests and read their events from RequestStreams; the engine thread only schedules and runs,
+// and everything per event (text, stop strings, metrics, the finish log line, waking a front-end)
+// happens on the output thread. Framework-free: no httplib, gRPC or prometheus types here.
 #pragma once
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 #include "model/chat_template.h"
 #include "model/llama_model.h"
 #include "model/model_runner.h"
 #include "scheduler/engine.h"
+#include "scheduler/output_processor.h"
 #include "server/engine_options.h"
 
 namespace flashserve {
 
-// One request's events, pushed by the engine thread, drained by one front-end thread.
+// One engine request's events, pushed by the output thread, read by one front-end. A consumer
+// either waits in next() or is woken by the `notify` hook (called on the output thread after
+// every push: it must be quick and must not call back into the stream) and then calls try_next().
 class RequestStream {
  public:
-  explicit RequestStream(std::string req_id) : req_id_(std::move(req_id)) {}
+  RequestStream(std::string req_id, std::function<void()> notify)
+      : req_id_(std::move(req_id)), notify_(std::move(notify)) {}
   const std::string& req_id() const { return req_id_; }
   void push(const RequestOutput& o);
   // The next event, waiting until `deadline`; nullopt on timeout. After the event with `finish`
   // set, nothing more comes.
   std::optional<RequestOutput> next(Clock::time_point deadline);
+  std::optional<RequestOutput> try_next() { return next(Clock::time_point{}); }
 
  private:
   std::string req_id_;
+  std::function<void()> notify_;
   std::mutex mu_;
   std::condition_variable ready_;
   std::deque<RequestOutput> events_;
 };
 
-// Observes every request event and engine step, on the engine thread (the metrics implement it).
+// Observes every request event and engine step, on the output thread (the metrics implement it).
 class ServingObserver {
  public:
   virtual ~ServingObserver() = default;
   virtual void on_output(const RequestOutput& o) = 0;
   virtual void on_step(const StepStats& s) = 0;
+  // A request refused, by reason: an ErrorKind's name (to_string) or the front door's own
+  // ("unauthenticated", "queue_full", "timeout", ...). Any thread.
+  virtual void on_rejected(std::string_view /*reason*/) {}
+};
+
+// One API request: its prompts (one per choice) and how long its client will wait.
+struct ServingRequest {
+  std::vector<std::vector<int32_t>> prompt_ids;  // choice i's prompt
+  std::vector<SamplingParams> params;            // choice i's parameters
+  Clock::time_point arrival;                     // when the front-end received it (TTFT counts from here)
+  Clock::time_point deadline = Clock::time_point::max();
+  int32_t priority = 0;
 };
 
 struct SubmitResult {
-  std::shared_ptr<RequestStream> stream;  // set when accepted
-  std::optional<Rejection> rejection;     // set when refused
-  bool draining = false;                  // refused because the server is shutting down
+  std::vector<std::shared_ptr<RequestStream>> streams;  // one per choice, when accepted
+  std::optional<RequestError> error;                     // when refused (nothing was queued)
 };
 
 class Serving {
  public:
-  // Starts the engine thread. `observer` may be null; it must outlive this object.
+  // Starts the engine and output threads. `observer` may be null; it must outlive this object.
   Serving(const LlamaModel& model, std::string served_model_name, const EngineOptions& options,
           ServingObserver* observer);
   ~Serving();
@@ -63,6 +83,14 @@ class Serving {
   int32_t kv_block_size() const { return runner_->block_size(); }
   // The longest prompt + output one request may have (see Engine); default max_tokens fills up to it.
   int32_t max_model_len() const { return engine_.max_model_len(); }
+  // Most engine requests (prompts x n) one API request may hold: the queue's whole capacity.
+  int32_t max_choices() const { return max_waiting_; }
+  // Text longer than this cannot fit the context window, whatever its tokens: no token covers more
+  // bytes than the vocabulary's longest. Checked before tokenizing, so an oversized prompt costs
+  // no tokenizer time.
+  size_t max_prompt_bytes() const { return max_prompt_bytes_; }
+  // OpenAI's system_fingerprint: names this build and model configuration.
+  const std::string& system_fingerprint() const { return fingerprint_; }
 
   // Chat messages -> prompt token ids through the model's template. Throws UnsupportedTemplate or
   // std::invalid_argument (bad roles or order) with a message fit for a 400.
@@ -70,17 +98,21 @@ class Serving {
   // Plain text -> prompt token ids (BOS as the vocabulary asks; special tokens parsed).
   std::vector<int32_t> text_prompt(const std::string& text) const;
 
-  // Thread-safe. `arrival` is when the front-end received the request (TTFT counts from there).
-  SubmitResult submit(std::vector<int32_t> prompt_ids, SamplingParams params, Clock::time_point arrival,
-                      int32_t priority = 0);
+  // Thread-safe. Queues every choice or none. `notify` (may be empty) is called on the output
+  // thread whenever one of the streams has a new event. A refusal is the front-end's to count.
+  SubmitResult submit(ServingRequest request, std::function<void()> notify = {});
   // Thread-safe: the request ends with Abort at the next engine step and frees its blocks.
   void cancel(const std::string& req_id);
+  // Counts a refusal made outside submit (bad fields, sizes, the front door's own limits).
+  void count_rejected(std::string_view reason) const;
 
   // Shutdown: refuse new requests from now on; wait until in-flight ones finish or `deadline`.
-  // Returns true if all finished.
+  // Returns true if all finished. abort_in_flight() then ends the rest with an Unavailable error,
+  // which their streams carry to the clients as a final event.
   void start_draining() { draining_ = true; }
   bool draining() const { return draining_; }
   bool wait_idle(Clock::time_point deadline);
+  void abort_in_flight();
 
   // Model loaded, not draining, and the engine loop alive (heartbeat within `max_silence`).
   bool ready(Clock::duration max_silence = std::chrono::seconds(5)) const;
@@ -88,13 +120,19 @@ class Serving {
   int32_t num_in_flight() const { return in_flight_; }
 
  private:
+  void on_output(RequestStream& stream, const RequestOutput& o);
+
   const LlamaModel& model_;
   std::string model_name_;
   ServingObserver* observer_;
   std::unique_ptr<ChatTemplate> template_;  // null if the model has none we can apply
   std::string template_error_;
   std::unique_ptr<ModelRunner> runner_;  // CPU or GPU, per --device
+  int32_t max_waiting_;
   Engine engine_;
+  size_t max_prompt_bytes_;
+  std::string fingerprint_;
+  OutputProcessor outputs_;
   std::atomic<uint64_t> next_id_{0};
   std::atomic<bool> draining_{false};
   std::atomic<int32_t> in_flight_{0};

@@ -10,6 +10,8 @@
 #include <random>
 
 #include "model/gguf.h"
+#include "tests/util/gguf_bytes.h"
+#include "tests/util/heap_counter.h"
 #include "tests/util/test_paths.h"
 
 namespace flashserve {
@@ -18,41 +20,10 @@ namespace {
 namespace fs = std::filesystem;
 using kernels::DType;
 
-// Raw GGUF bytes, for files the writer refuses to produce.
-struct Bytes {
-  std::vector<uint8_t> b;
-  template <class T>
-  Bytes& put(T v) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&v);
-    b.insert(b.end(), p, p + sizeof(T));
-    return *this;
-  }
-  Bytes& str(const std::string& s) {
-    put<uint64_t>(s.size());
-    b.insert(b.end(), s.begin(), s.end());
-    return *this;
-  }
-  Bytes& key(const std::string& k, GgufType t) { return str(k).put(static_cast<uint32_t>(t)); }
-  Bytes& array(GgufType elem, uint64_t n) { return put(static_cast<uint32_t>(elem)).put<uint64_t>(n); }
-  Bytes& tensor(const std::string& name, const std::vector<uint64_t>& shape, uint32_t type, uint64_t offset) {
-    str(name).put<uint32_t>(shape.size());
-    for (uint64_t d : shape) put(d);
-    return put(type).put(offset);
-  }
-  Bytes& pad(size_t alignment) {
-    b.resize((b.size() + alignment - 1) / alignment * alignment, 0);
-    return *this;
-  }
-  Bytes& zeros(size_t n) {
-    b.resize(b.size() + n, 0);
-    return *this;
-  }
-};
+using Bytes = test::GgufBytes;
 
 Bytes header(uint64_t n_tensors, uint64_t n_kv, uint32_t version = 3) {
-  Bytes h;
-  h.b = {'G', 'G', 'U', 'F'};
-  return h.put(version).put(n_tensors).put(n_kv);
+  return test::gguf_header(n_tensors, n_kv, version);
 }
 
 std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
@@ -122,7 +93,7 @@ TEST_F(GgufTest, WriterMetadataRoundTrip) {
   EXPECT_EQ(f->version(), 3u);
   EXPECT_EQ(f->metadata().size(), 8u);
   EXPECT_TRUE(f->tensors().empty());
-  EXPECT_EQ(f->metadata().at("a.u32").type, GgufType::U32);
+  EXPECT_EQ(f->find("a.u32")->type, GgufType::U32);
   EXPECT_EQ(f->get_uint("a.u32"), 4000000000u);
   EXPECT_EQ(f->get_int("a.i32"), -7);
   EXPECT_EQ(f->get_float("a.f32"), 0.25);
@@ -176,14 +147,21 @@ TEST_F(GgufTest, EveryValueTypeAndNestedArrays) {
     EXPECT_EQ(f->get_uint("u64"), (1ull << 63) + 5);
     EXPECT_EQ(f->get_int("i64"), -(1ll << 40));
     EXPECT_EQ(f->get_float("f64"), 0.1);
-    EXPECT_EQ(m.at("i8").type, GgufType::I8);
-    EXPECT_EQ(m.at("f64").type, GgufType::F64);
-    const auto& nested = *std::get<std::shared_ptr<GgufArray>>(m.at("nested").v);
-    ASSERT_EQ(nested.elem_type, GgufType::ARRAY);
-    ASSERT_EQ(nested.items.size(), 2u);
-    const auto& inner = *std::get<std::shared_ptr<GgufArray>>(nested.items[1].v);
-    EXPECT_EQ(inner.elem_type, GgufType::I16);
-    EXPECT_EQ(std::get<int64_t>(inner.items.at(0).v), -3);
+    EXPECT_EQ(f->find("i8")->type, GgufType::I8);
+    EXPECT_EQ(f->find("f64")->type, GgufType::F64);
+    EXPECT_TRUE(std::is_sorted(m.begin(), m.end(), [](const auto& a, const auto& b) { return a.key < b.key; }));
+    ASSERT_NE(f->find("nested"), nullptr);
+    const auto& nested = std::get<GgufArray>(f->find("nested")->v);
+    ASSERT_EQ(nested.elem_type(), GgufType::ARRAY);
+    ASSERT_EQ(nested.size(), 2u);
+    std::vector<std::vector<int64_t>> items;
+    for (GgufValue inner : nested) {
+      const auto& array = std::get<GgufArray>(inner.v);
+      EXPECT_EQ(array.elem_type(), GgufType::I16);
+      items.emplace_back();
+      for (GgufValue x : array) items.back().push_back(std::get<int64_t>(x.v));
+    }
+    EXPECT_EQ(items, (std::vector<std::vector<int64_t>>{{1, 2}, {-3}}));
     EXPECT_TRUE(f->get_int_array("empty").empty());
     EXPECT_EQ(f->get_string_array("strs"), (std::vector<std::string>{"a", "bc"}));
     EXPECT_EQ(f->get_float_array("u64s").at(0), 7.0f);
@@ -325,6 +303,111 @@ TEST_F(GgufTest, HugeCountsFailFast) {
   Bytes long_name = header(1, 0);
   long_name.put(kHuge).zeros(64);
   expect_error(long_name.b, {"string length", "tensor info 0"});
+  Bytes bytes = header(0, 1);
+  bytes.key("blob", GgufType::ARRAY).array(GgufType::U8, kHuge).zeros(64);
+  expect_error(bytes.b, {"array length " + std::to_string(kHuge), "'blob'", "exceeds"});
+  Bytes inner = header(0, 1);
+  inner.key("rows", GgufType::ARRAY).array(GgufType::ARRAY, 2).array(GgufType::F32, 0).array(GgufType::F32, kHuge);
+  expect_error(inner.zeros(64).b, {"array length", "'rows'", "exceeds"});
+}
+
+// Elements of arrays are validated where they lie, not only top-level values.
+TEST_F(GgufTest, BadArrayElements) {
+  Bytes bools = header(0, 1);
+  bools.key("flags", GgufType::ARRAY).array(GgufType::BOOL, 3).put<uint8_t>(1).put<uint8_t>(0).put<uint8_t>(7);
+  expect_error(bools.b, {"invalid bool value 7", "'flags'"});
+  Bytes types = header(0, 1);
+  types.key("rows", GgufType::ARRAY).array(GgufType::ARRAY, 1).array(static_cast<GgufType>(42), 0);
+  expect_error(types.b, {"unknown value type 42", "'rows'"});
+  Bytes strings = header(0, 1);
+  strings.key("words", GgufType::ARRAY).array(GgufType::STRING, 2).str("ok").put<uint64_t>(100).zeros(10);
+  expect_error(strings.b, {"string length 100", "'words'"});
+  // Eight levels of arrays are allowed, nine are not.
+  for (int levels : {8, 9}) {
+    Bytes deep = header(0, 1);
+    deep.key("deep", GgufType::ARRAY);
+    for (int i = 1; i < levels; ++i) deep.array(GgufType::ARRAY, 1);
+    deep.array(GgufType::U8, 1).put<uint8_t>(5);
+    if (levels == 8) {
+      auto f = open(deep.b);
+      GgufValue v = *f->find("deep");
+      for (int i = 1; i < levels; ++i) v = *std::get<GgufArray>(v.v).begin();
+      EXPECT_EQ(std::get<uint64_t>((*std::get<GgufArray>(v.v).begin()).v), 5u);
+    } else {
+      expect_error(deep.b, {"nested too deeply", "'deep'"});
+    }
+  }
+}
+
+// ---- Heap use bounded by the file size ----
+
+// One key holding `count` elements of elem_type, all zero bytes: zeros are a valid U8, an empty
+// string (length 0) and an empty array of U8 (element type 0, count 0). The file is extended
+// sparse, so it costs neither time nor heap to write.
+struct ZeroArray {
+  GgufType elem_type;
+  uint64_t count;
+  uint64_t elem_bytes;
+};
+
+bool is_zero(const GgufValue& v) {
+  if (const auto* u = std::get_if<uint64_t>(&v.v)) return *u == 0;
+  if (const auto* s = std::get_if<std::string_view>(&v.v)) return s->empty();
+  if (const auto* a = std::get_if<GgufArray>(&v.v)) return a->size() == 0;
+  return false;
+}
+
+// The reader once held a 48-byte value per element: 48x the file for an array of U8, so a 64 MB
+// file cost 3 GB before anything could refuse it. Now opening costs nothing per element.
+TEST_F(GgufTest, HugeArraysCostNoHeapPerElement) {
+  for (ZeroArray c : {ZeroArray{GgufType::U8, 64ull << 20, 1}, ZeroArray{GgufType::STRING, 4ull << 20, 8},
+                      ZeroArray{GgufType::ARRAY, 2ull << 20, 12}}) {
+    SCOPED_TRACE("array of " + std::to_string(c.count) + " elements of type " +
+                 std::to_string(static_cast<uint32_t>(c.elem_type)));
+    Bytes b = header(0, 1);
+    b.key("big", GgufType::ARRAY).array(c.elem_type, c.count);
+    std::string p = write(b.b);
+    fs::resize_file(p, b.b.size() + c.count * c.elem_bytes);
+    const uint64_t file_bytes = fs::file_size(p);
+
+    test::HeapPeak open_peak;
+    auto f = GgufFile::open(p);
+    const size_t growth = open_peak.growth();
+    EXPECT_LT(growth, 64u * 1024) << "opening a " << file_bytes << "-byte file raised the heap peak by " << growth;
+
+    const auto& array = std::get<GgufArray>(f->find("big")->v);
+    EXPECT_EQ(array.elem_type(), c.elem_type);
+    EXPECT_EQ(array.size(), c.count);
+    test::HeapPeak walk_peak;
+    uint64_t n = 0, zeros = 0;
+    for (GgufValue v : array) {
+      ++n;
+      zeros += is_zero(v);
+    }
+    EXPECT_EQ(n, c.count);
+    EXPECT_EQ(zeros, c.count);
+    EXPECT_EQ(walk_peak.growth(), 0u) << "iterating decodes in place";
+  }
+}
+
+// What the reader does keep is a few dozen bytes per key and per tensor info. It weighs most in a
+// file made of nothing else, with the shortest keys and names that can be distinct (2 bytes).
+TEST_F(GgufTest, DensestFilesCostUnderFiveTimesTheirSize) {
+  constexpr uint32_t kCount = 60000;
+  auto name = [](uint32_t i) { return std::string{static_cast<char>(i >> 8), static_cast<char>(i & 0xff)}; };
+  Bytes b = header(kCount, kCount);
+  for (uint32_t i = 0; i < kCount; ++i) b.key(name(i), GgufType::U8).put<uint8_t>(1);
+  for (uint32_t i = 0; i < kCount; ++i) b.tensor(name(i), {1}, 0, 0);  // all F32 [1] at offset 0
+  std::string p = write(b.pad(32).zeros(32).b);
+  const uint64_t file_bytes = fs::file_size(p);
+
+  test::HeapPeak peak;
+  auto f = GgufFile::open(p);
+  const double ratio = static_cast<double>(peak.growth()) / static_cast<double>(file_bytes);
+  EXPECT_LT(ratio, 5.0) << "peak heap " << peak.growth() << " bytes for a " << file_bytes << "-byte file";
+  EXPECT_EQ(f->metadata().size(), kCount);
+  EXPECT_EQ(f->tensors().size(), kCount);
+  EXPECT_EQ(f->get_uint(name(kCount - 1)), 1u);
 }
 
 TEST_F(GgufTest, BadTensorInfos) {
@@ -412,6 +495,28 @@ TEST_F(GgufTest, RandomHeaderByteFlipsNeverCrash) {
     }
   }
   EXPECT_GT(parsed, 0);  // some flips land in values that stay valid
+}
+
+// ---- In memory ----
+
+TEST_F(GgufTest, OpenBytesReadsMemoryInPlace) {
+  auto bytes = small_file().serialize();
+  auto f = GgufFile::open_bytes(bytes.data(), bytes.size(), "in-memory model");
+  EXPECT_EQ(f->path(), "in-memory model");
+  EXPECT_EQ(f->get_string_array("tokenizer.ggml.tokens"), (std::vector<std::string>{"<s>", "a", "bc"}));
+  auto inside = [&](const void* p) {
+    return p >= static_cast<const void*>(bytes.data()) && p < static_cast<const void*>(bytes.data() + bytes.size());
+  };
+  EXPECT_TRUE(inside(std::get<std::string_view>(f->find("general.architecture")->v).data()));
+  ASSERT_EQ(f->tensors().size(), 2u);
+  EXPECT_TRUE(inside(f->tensors()[0].data));
+  EXPECT_EQ(std::memcmp(f->find_tensor("q")->data, random_bytes(34, 1).data(), 34), 0);
+
+  auto message = [](const std::vector<uint8_t>& b) {
+    return error_of([&] { GgufFile::open_bytes(b.data(), b.size(), "in-memory model"); });
+  };
+  EXPECT_EQ(message({}), "in-memory model: empty file");
+  EXPECT_EQ(message(std::vector<uint8_t>(bytes.begin(), bytes.begin() + 30)).rfind("in-memory model: truncated", 0), 0u);
 }
 
 // ---- Writer ----

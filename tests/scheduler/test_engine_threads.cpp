@@ -109,7 +109,7 @@ TEST_F(EngineThreads, RefusesPastTheWaitingBound) {
   EXPECT_FALSE(engine.submit(request("b", 4), c.callback()));
   const auto refused = engine.submit(request("c", 4), c.callback());
   ASSERT_TRUE(refused);
-  EXPECT_EQ(refused->reason, RejectReason::Overloaded);
+  EXPECT_EQ(refused->kind, ErrorKind::Overloaded);
 }
 
 TEST_F(EngineThreads, RejectsInvalidRequestsUpFront) {
@@ -117,11 +117,11 @@ TEST_F(EngineThreads, RejectsInvalidRequestsUpFront) {
   Collector c;
   GenerateRequest bad = request("bad", 4);
   bad.params.top_p = 1.5f;
-  EXPECT_EQ(engine.submit(bad, c.callback())->reason, RejectReason::Invalid);
+  EXPECT_EQ(engine.submit(bad, c.callback())->kind, ErrorKind::Invalid);
   GenerateRequest oov = request("oov", 4);
   oov.prompt_ids.push_back(test::kTinyVocab);
-  EXPECT_EQ(engine.submit(oov, c.callback())->reason, RejectReason::Invalid);
-  EXPECT_EQ(engine.submit(request("huge", 5000), c.callback())->reason, RejectReason::TooLong);
+  EXPECT_EQ(engine.submit(oov, c.callback())->kind, ErrorKind::Invalid);
+  EXPECT_EQ(engine.submit(request("huge", 5000), c.callback())->kind, ErrorKind::TooLong);
 }
 
 TEST_F(EngineThreads, StopAbortsWhatIsInFlight) {

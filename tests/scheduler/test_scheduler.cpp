@@ -28,7 +28,7 @@ class SchedulerPolicy : public ::testing::Test {
   Request* add(const std::string& id, int32_t prompt_len, int32_t max_tokens, int32_t priority = 0) {
     std::vector<int32_t> prompt(prompt_len);
     for (int32_t i = 0; i < prompt_len; ++i) prompt[i] = int32_t((std::hash<std::string>{}(id) + i) % 256);
-    auto r = std::make_unique<Request>(id, prompt, test::greedy(max_tokens), *tok_, 0, Clock::now(), priority);
+    auto r = std::make_unique<Request>(id, prompt, test::greedy(max_tokens), 0, Clock::now(), priority);
     Request* raw = r.get();
     EXPECT_FALSE(sched_->check_fits(prompt_len, max_tokens));
     sched_->add(std::move(r));
@@ -82,10 +82,10 @@ TEST_F(SchedulerPolicy, MaxNumSeqsBoundsTheBatch) {
 
 TEST_F(SchedulerPolicy, RejectsWhatCanNeverFit) {
   make(8, 4, 64);  // 128 tokens of KV
-  EXPECT_EQ(sched_->check_fits(0, 4)->reason, RejectReason::Invalid);
-  EXPECT_EQ(sched_->check_fits(100, 29)->reason, RejectReason::TooLong);  // 129 tokens > pool
+  EXPECT_EQ(sched_->check_fits(0, 4)->kind, ErrorKind::Invalid);
+  EXPECT_EQ(sched_->check_fits(100, 29)->kind, ErrorKind::TooLong);  // 129 tokens > pool
   EXPECT_FALSE(sched_->check_fits(100, 28));
-  EXPECT_EQ(sched_->check_fits(4000, 100)->reason, RejectReason::TooLong);  // > context window
+  EXPECT_EQ(sched_->check_fits(4000, 100)->kind, ErrorKind::TooLong);  // > context window
   EXPECT_NE(sched_->check_fits(4000, 100)->message.find("context window"), std::string::npos);
 }
 

@@ -71,7 +71,6 @@ inline EngineOptions test_engine_options(int64_t kv_cache_bytes = 1 << 20) {
 inline HttpOptions test_http_options() {
   HttpOptions o;
   o.port = 0;
-  o.num_threads = 16;
   return o;
 }
 
@@ -101,11 +100,13 @@ struct Reply {
   json body;
   std::string text;  // the raw body
   std::string content_type;
+  std::string retry_after;  // the Retry-After header, if any
 };
 
 inline Reply to_reply(const httplib::Result& r) {
-  if (!r) return {-1, nullptr, "transport error: " + httplib::to_string(r.error()), ""};
-  return {r->status, json::parse(r->body, nullptr, false), r->body, r->get_header_value("Content-Type")};
+  if (!r) return {-1, nullptr, "transport error: " + httplib::to_string(r.error()), "", ""};
+  return {r->status, json::parse(r->body, nullptr, false), r->body, r->get_header_value("Content-Type"),
+          r->get_header_value("Retry-After")};
 }
 
 inline Reply post(const HttpHarness& h, const std::string& path, const std::string& body,

@@ -71,21 +71,25 @@ TEST(HttpDisconnect, NonStreamingHangUp) {
 TEST(HttpOverload, FullQueueAnswers429) {
   EngineOptions o = smollm2_options();
   o.max_num_seqs = 1;
-  o.max_waiting = 1;
+  o.max_waiting = 2;
   HttpHarness h(smollm2(), o);
   RawConnection running(h.server.port(), "/v1/completions", long_completion(true));
   ASSERT_TRUE(wait_for_load(h.serving, 1, 0));
   RawConnection queued(h.server.port(), "/v1/completions", long_completion(true));
   ASSERT_TRUE(wait_for_load(h.serving, 1, 1));
 
-  const Reply r = post(h, "/v1/completions", json{{"prompt", "hi"}, {"max_tokens", 2}});
+  // One slot of two is taken. A request's choices are admitted together or not at all: n=2 is
+  // refused whole (429, nothing left behind); n=3 can never fit a queue of 2, so it is a bad
+  // request rather than overload.
+  const Reply r = post(h, "/v1/completions", json{{"prompt", "hi"}, {"max_tokens", 2}, {"n", 2}});
   EXPECT_EQ(r.status, 429) << r.text;
   EXPECT_EQ(r.body["error"]["type"], "rate_limit_error");
   EXPECT_EQ(r.body["error"]["code"], "rate_limit_exceeded");
-  // A refused chat request with n > 1 leaves nothing behind either.
-  const Reply chat = post(h, "/v1/chat/completions",
-                          json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 2}, {"n", 3}});
-  EXPECT_EQ(chat.status, 429) << chat.text;
+  EXPECT_EQ(r.retry_after, "1");
+  EXPECT_EQ(h.serving.stats().num_not_started, 1);
+  const Reply three = post(h, "/v1/chat/completions",
+                           json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 2}, {"n", 3}});
+  EXPECT_EQ(three.status, 400) << three.text;
 
   running.hang_up();
   queued.hang_up();

@@ -152,7 +152,7 @@ TEST_F(HttpErrors, OversizeBody) {
 
 TEST(HttpAuth, KeyRequiredOnTheApiOnly) {
   HttpOptions http = test_http_options();
-  http.api_key = "s3cret-key";
+  http.api_key = ApiKey("s3cret-key");
   HttpHarness h(tiny_model(), test_engine_options(), http);
   const httplib::Headers right = {{"Authorization", "Bearer s3cret-key"}};
   for (const httplib::Headers& wrong : std::vector<httplib::Headers>{

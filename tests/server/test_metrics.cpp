@@ -133,6 +133,7 @@ TEST(Metrics, EverySeriesExistsAtZeroWithModelName) {
       {"flashserve_prompt_tokens_total", "counter"},
       {"flashserve_generation_tokens_total", "counter"},
       {"flashserve_request_success_total", "counter"},
+      {"flashserve_request_rejected_total", "counter"},
       {"flashserve_num_preemptions_total", "counter"},
       {"flashserve_prefix_cache_queries_total", "counter"},
       {"flashserve_prefix_cache_hits_total", "counter"},

@@ -60,15 +60,17 @@ TEST(ServeLifecycle, SigtermDrainsInFlightRequestsThenExitsCleanly) {
   EXPECT_NE(server.log().find("request req-0 finished: reason=length"), std::string::npos) << server.log();
 }
 
-// A KV cache smaller than the context window: a request without max_tokens may fill the cache,
-// not the window, and must not be refused as too long.
+// A KV cache smaller than the context window: a chat request without max_tokens may fill the
+// cache, not the window, and must not be refused as too long.
 TEST(ServeLifecycle, DefaultMaxTokensFitsASmallKvCache) {
   test::ServerProcess server(test::tiny_model_for_server(), {"--kv-cache-bytes", "81920"});  // 10 blocks, 160 tokens
   httplib::Client client("127.0.0.1", server.http_port());
   const auto models = client.Get("/v1/models");
   ASSERT_TRUE(models);
   EXPECT_EQ(json::parse(models->body)["data"][0]["max_model_len"], 160);
-  const auto res = client.Post("/v1/completions", R"({"prompt": "hello", "ignore_eos": true})", "application/json");
+  const auto res = client.Post("/v1/chat/completions",
+                               R"({"messages": [{"role": "user", "content": "hello"}], "ignore_eos": true})",
+                               "application/json");
   ASSERT_TRUE(res);
   ASSERT_EQ(res->status, 200) << res->body;
   const json usage = json::parse(res->body)["usage"];

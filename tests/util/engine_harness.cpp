@@ -3,18 +3,20 @@
 #include <gtest/gtest.h>
 
 #include "model/gguf.h"
+#include "scheduler/output_processor.h"
 #include "tests/util/tiny_model.h"
 
 namespace flashserve::test {
 
 RunStats run_jobs(ModelRunner& runner, const Tokenizer& tok, const EngineConfig& cfg, const std::vector<Job>& jobs) {
   Engine engine(runner, tok, cfg);
+  OutputProcessor outputs(engine, tok);
   RunStats run;
   run.results.resize(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
     GenerateRequest g{"job-" + std::to_string(i), jobs[i].prompt, jobs[i].params, jobs[i].priority};
     JobResult* res = &run.results[i];
-    auto rejected = engine.submit(std::move(g), [res](const RequestOutput& o) {
+    auto rejected = outputs.submit(std::move(g), [res](const RequestOutput& o) {
       ++res->num_events;
       for (const SampledToken& t : o.tokens) res->tokens.push_back(t.token);
       res->text += o.text;
@@ -29,6 +31,7 @@ RunStats run_jobs(ModelRunner& runner, const Tokenizer& tok, const EngineConfig&
   }
   for (int guard = 0; guard < 1000000 && engine.step(); ++guard) {
   }
+  outputs.flush();
   run.engine = engine.stats();
   for (size_t i = 0; i < jobs.size(); ++i) EXPECT_TRUE(run.results[i].finish) << "job " << i << " never finished";
   return run;

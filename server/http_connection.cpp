@@ -1,0 +1,101 @@
+#include "server/http_connection.h"
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace flashserve {
+
+Connection::Connection(uint64_t id, int fd, SSL* ssl, Peer peer, FramingLimits limits)
+    : id(id), fd(fd), peer(std::move(peer)), framer(limits), last_progress(std::chrono::steady_clock::now()),
+      ssl_(ssl), limits_(limits) {}
+
+Connection::~Connection() {
+  deferred.reset();
+  if (ssl_) SSL_free(ssl_);
+  ::close(fd);
+}
+
+void Connection::next_request() {
+  framer = RequestFramer(limits_);
+  continue_sent = false;
+  phase = in.empty() ? Phase::Idle : Phase::Reading;
+  request_start = std::chrono::steady_clock::now();
+}
+
+Connection::Io Connection::read_some(size_t max_bytes) {
+  char buf[16384];
+  bool progressed = false;
+  while (in.size() < max_bytes) {
+    const size_t want = std::min(sizeof(buf), max_bytes - in.size());
+    ssize_t n;
+    if (ssl_) {
+      tls_wants_write_ = false;
+      ERR_clear_error();
+      n = SSL_read(ssl_, buf, int(want));
+      if (n <= 0) {
+        const int err = SSL_get_error(ssl_, int(n));
+        if (err == SSL_ERROR_WANT_READ) break;
+        if (err == SSL_ERROR_WANT_WRITE) {
+          tls_wants_write_ = true;
+          break;
+        }
+        return Io::Closed;  // close_notify, a reset, or a failed handshake
+      }
+    } else {
+      n = ::recv(fd, buf, want, 0);
+      if (n == 0) return Io::Closed;
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        if (errno == EINTR) continue;
+        return Io::Closed;
+      }
+    }
+    in.append(buf, size_t(n));
+    progressed = true;
+  }
+  if (progressed) last_progress = std::chrono::steady_clock::now();
+  return progressed ? Io::Progress : Io::WouldBlock;
+}
+
+Connection::Io Connection::write_some() {
+  bool progressed = false;
+  while (out_pos < out.size()) {
+    const size_t want = std::min<size_t>(out.size() - out_pos, 1 << 20);
+    ssize_t n;
+    if (ssl_) {
+      tls_wants_write_ = false;
+      ERR_clear_error();
+      n = SSL_write(ssl_, out.data() + out_pos, int(want));
+      if (n <= 0) {
+        const int err = SSL_get_error(ssl_, int(n));
+        if (err == SSL_ERROR_WANT_WRITE) {
+          tls_wants_write_ = true;
+          break;
+        }
+        if (err == SSL_ERROR_WANT_READ) break;
+        return Io::Closed;
+      }
+    } else {
+      n = ::send(fd, out.data() + out_pos, want, MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        if (errno == EINTR) continue;
+        return Io::Closed;
+      }
+    }
+    out_pos += size_t(n);
+    progressed = true;
+  }
+  if (out_pos == out.size()) {
+    out.clear();
+    out_pos = 0;
+  }
+  if (progressed) last_progress = std::chrono::steady_clock::now();
+  return progressed ? Io::Progress : Io::WouldBlock;
+}
+
+}  // namespace flashserve

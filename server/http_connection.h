@@ -1,0 +1,62 @@
+// One client connection as the event loop holds it: non-blocking socket I/O (plain or TLS), the
+// bytes read and not yet used, the bytes still to send, and where its current exchange stands.
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include "server/http_framing.h"
+#include "server/http_exchange.h"
+#include "server/tls.h"
+
+namespace flashserve {
+
+class Connection {
+ public:
+  enum class Phase {
+    Idle,        // between requests: no byte of the next one yet
+    Reading,     // part of a request has arrived
+    Handling,    // a whole request is with a worker
+    Responding,  // sending an answer, or waiting for engine events to send (deferred)
+  };
+  enum class Io { Progress, WouldBlock, Closed };
+
+  Connection(uint64_t id, int fd, SSL* ssl, Peer peer, FramingLimits limits);
+  ~Connection();  // closes the socket (the deferred answer, if any, goes first, cancelling its work)
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Appends what the socket has, up to `max_bytes` held in `in` in all.
+  Io read_some(size_t max_bytes);
+  // Sends from `out` until it is empty or the socket is full.
+  Io write_some();
+  // TLS may need the socket writable to make progress on a read (or the reverse).
+  bool tls_wants_write() const { return tls_wants_write_; }
+  bool has_output() const { return out_pos < out.size(); }
+  // Starts the next request: a fresh framer, the phase back to Idle.
+  void next_request();
+
+  const uint64_t id;
+  const int fd;
+  const Peer peer;
+  Phase phase = Phase::Idle;
+  std::string in;            // received, not yet framed into a request
+  std::string out;           // to send, from out_pos
+  size_t out_pos = 0;
+  RequestFramer framer;
+  bool continue_sent = false;
+  bool close_after_write = false;
+  size_t budget_charged = 0;  // bytes of the shared request-buffer budget this connection holds
+  std::unique_ptr<DeferredResponse> deferred;
+  std::chrono::steady_clock::time_point request_start;  // first byte of the current request
+  std::chrono::steady_clock::time_point last_progress;  // last byte read or written
+  uint32_t interest = 0;     // epoll events registered
+
+ private:
+  SSL* ssl_;
+  bool tls_wants_write_ = false;
+  FramingLimits limits_;
+};
+
+}  // namespace flashserve

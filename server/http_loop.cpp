@@ -1,0 +1,524 @@
+#include "server/http_loop.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "server/http_connection.h"
+#include "server/tls.h"
+#include "server/worker_pool.h"
+
+namespace flashserve {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr uint64_t kListenerKey = 0;
+constexpr uint64_t kWakerKey = 1;
+constexpr auto kTick = std::chrono::milliseconds(100);
+
+// How the loop hears from other threads: worker results and "this deferred answer has bytes".
+// Shared with every callback that may outlive the loop; after close() they do nothing.
+class Waker {
+ public:
+  struct Result {
+    uint64_t conn_id;
+    RoutedResponse response;
+    size_t charge;  // request bytes the task held against the buffer budget
+  };
+
+  Waker() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    if (fd_ < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
+  }
+  ~Waker() { ::close(fd_); }
+  int fd() const { return fd_; }
+
+  void wake(uint64_t conn_id) {
+    std::lock_guard lock(mu_);
+    if (closed_) return;
+    ready_.push_back(conn_id);
+    signal();
+  }
+  // False once closed: the caller still owns the result (and drops it).
+  bool post(Result r) {
+    std::lock_guard lock(mu_);
+    if (closed_) return false;
+    results_.push_back(std::move(r));
+    signal();
+    return true;
+  }
+  void nudge() {
+    std::lock_guard lock(mu_);
+    signal();
+  }
+  void take(std::vector<uint64_t>& ready, std::vector<Result>& results) {
+    uint64_t count;
+    while (::read(fd_, &count, sizeof(count)) > 0) {
+    }
+    std::lock_guard lock(mu_);
+    ready.swap(ready_);
+    results.swap(results_);
+    signaled_ = false;
+  }
+  void close() {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+  }
+
+ private:
+  void signal() {
+    if (signaled_) return;
+    signaled_ = true;
+    const uint64_t one = 1;
+    (void)!::write(fd_, &one, sizeof(one));
+  }
+  int fd_;
+  std::mutex mu_;
+  bool closed_ = false;
+  bool signaled_ = false;
+  std::vector<uint64_t> ready_;
+  std::vector<Result> results_;
+};
+
+int bind_listener(const std::string& host, int port, int& bound_port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res) != 0 || !res) {
+    throw std::runtime_error("cannot resolve HTTP host " + host);
+  }
+  int fd = -1;
+  for (addrinfo* a = res; a && fd < 0; a = a->ai_next) {
+    fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    // SO_REUSEADDR for a quick restart; never SO_REUSEPORT, which would let a second server bind
+    // our port and silently take half the connections.
+    const int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(res);
+  if (fd < 0) throw std::runtime_error("cannot bind HTTP to " + host + ":" + service + ": " + std::strerror(errno));
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  bound_port = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
+                                                : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  return fd;
+}
+
+Peer peer_of(const sockaddr_storage& addr) {
+  char ip[INET6_ADDRSTRLEN] = "";
+  Peer p;
+  if (addr.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
+    inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+    p.port = ntohs(a->sin6_port);
+  } else {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
+    inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+    p.port = ntohs(a->sin_port);
+  }
+  p.ip = ip;
+  return p;
+}
+
+}  // namespace
+
+struct HttpLoop::Impl {
+  Impl(HttpHandler& handler, HttpLoopOptions options) : handler(handler), options(std::move(options)) {}
+
+  void run();
+  void accept_all();
+  void on_event(Connection& c, uint32_t events);
+  void on_readable(Connection& c);
+  void frame(Connection& c);
+  void dispatch(Connection& c);
+  void apply(Connection& c, RoutedResponse r);
+  void pump(Connection& c);
+  void flush(Connection& c);
+  void refuse(Connection& c, int status, const std::string& message, std::string_view reason, bool close);
+  void close(Connection& c);
+  void check_timers(SteadyClock::time_point now);
+  void take_wakeups();
+  void begin_stop();
+  void update_interest(Connection& c);
+  size_t read_cap(const Connection& c) const;
+  bool charge(Connection& c);
+  Connection* find(uint64_t id);
+
+  HttpHandler& handler;
+  HttpLoopOptions options;
+  std::shared_ptr<Waker> waker = std::make_shared<Waker>();
+  std::unique_ptr<WorkerPool> workers;
+  int listen_fd = -1;
+  int epoll_fd = -1;
+  int port = -1;
+  std::thread thread;
+  std::unordered_map<uint64_t, std::unique_ptr<Connection>> conns;
+  uint64_t next_id = 2;
+  size_t buffered_bytes = 0;  // loop thread only
+  std::atomic<bool> draining{false};
+  std::atomic<bool> stop_requested{false};
+  std::atomic<SteadyClock::rep> stop_deadline{0};
+  bool stopping = false;  // loop thread: stop has begun
+  SteadyClock::time_point last_timer_check;
+};
+
+HttpLoop::HttpLoop(HttpHandler& handler, HttpLoopOptions options)
+    : impl_(std::make_unique<Impl>(handler, std::move(options))) {}
+
+HttpLoop::~HttpLoop() { stop(SteadyClock::now()); }
+
+void HttpLoop::start() {
+  Impl& s = *impl_;
+  s.listen_fd = bind_listener(s.options.host, s.options.port, s.port);
+  s.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenerKey;
+  epoll_ctl(s.epoll_fd, EPOLL_CTL_ADD, s.listen_fd, &ev);
+  ev.data.u64 = kWakerKey;
+  epoll_ctl(s.epoll_fd, EPOLL_CTL_ADD, s.waker->fd(), &ev);
+  s.workers = std::make_unique<WorkerPool>(s.options.num_workers, s.options.max_queued);
+  s.thread = std::thread([&s] { s.run(); });
+}
+
+int HttpLoop::port() const { return impl_->port; }
+
+void HttpLoop::set_draining() {
+  impl_->draining = true;
+  impl_->waker->nudge();
+}
+
+void HttpLoop::stop(SteadyClock::time_point deadline) {
+  Impl& s = *impl_;
+  if (!s.thread.joinable()) return;
+  s.stop_deadline = deadline.time_since_epoch().count();
+  s.stop_requested = true;
+  s.waker->nudge();
+  s.thread.join();
+  // Workers may still finish requests; their answers find the waker closed and are dropped, which
+  // cancels whatever they had started.
+  s.waker->close();
+  s.workers.reset();
+  ::close(s.epoll_fd);
+}
+
+size_t HttpLoop::num_queued() const { return impl_->workers ? impl_->workers->num_queued() : 0; }
+
+void HttpLoop::Impl::run() {
+  std::vector<epoll_event> events(256);
+  for (;;) {
+    const int n = epoll_wait(epoll_fd, events.data(), int(events.size()), int(kTick.count()));
+    if (stop_requested && !stopping) begin_stop();
+    for (int i = 0; i < n; ++i) {
+      const uint64_t key = events[size_t(i)].data.u64;
+      if (key == kListenerKey) {
+        accept_all();
+      } else if (key == kWakerKey) {
+        take_wakeups();
+      } else if (Connection* c = find(key)) {
+        on_event(*c, events[size_t(i)].events);
+      }
+    }
+    const auto now = SteadyClock::now();
+    if (now - last_timer_check >= kTick) check_timers(now);
+    if (stopping && (conns.empty() || now.time_since_epoch().count() >= stop_deadline)) break;
+  }
+  while (!conns.empty()) close(*conns.begin()->second);
+}
+
+Connection* HttpLoop::Impl::find(uint64_t id) {
+  auto it = conns.find(id);
+  return it == conns.end() ? nullptr : it->second.get();
+}
+
+void HttpLoop::Impl::accept_all() {
+  for (;;) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    const int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE) spdlog::warn("HTTP: out of file descriptors; raise `ulimit -n`");
+      return;
+    }
+    const int yes = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));  // stream chunks are small
+    SSL* ssl = options.tls ? options.tls->accept(fd) : nullptr;
+    if (options.tls && !ssl) {
+      ::close(fd);
+      continue;
+    }
+    const uint64_t id = next_id++;
+    auto conn = std::make_unique<Connection>(
+        id, fd, ssl, peer_of(addr), FramingLimits{options.max_head_bytes, options.max_body_bytes});
+    Connection& c = *conn;
+    conns.emplace(id, std::move(conn));
+    if (int(conns.size()) > options.max_connections) {
+      // Answered rather than left waiting: the client learns at once that it should come back.
+      refuse(c, 503, "too many open connections; retry later", "connections", true);
+      continue;
+    }
+    update_interest(c);
+  }
+}
+
+void HttpLoop::Impl::on_event(Connection& c, uint32_t events) {
+  const uint64_t id = c.id;
+  if (events & (EPOLLHUP | EPOLLERR)) {
+    close(c);
+    return;
+  }
+  if (events & (EPOLLIN | EPOLLRDHUP)) on_readable(c);
+  Connection* still = find(id);
+  if (still && (events & EPOLLOUT)) flush(*still);
+  if ((still = find(id))) update_interest(*still);
+}
+
+// The whole of a request, plus what chunked framing can add, while one is being read; afterwards
+// only a little, to notice a hang-up (and hold a pipelined request) while the answer is under way.
+size_t HttpLoop::Impl::read_cap(const Connection& c) const {
+  if (c.phase == Connection::Phase::Idle || c.phase == Connection::Phase::Reading) {
+    return options.max_head_bytes + 2 * options.max_body_bytes + (64 << 10);
+  }
+  return options.max_head_bytes;
+}
+
+// Counts the connection's unframed bytes against the budget shared by all connections.
+bool HttpLoop::Impl::charge(Connection& c) {
+  if (c.phase != Connection::Phase::Reading || c.in.size() <= c.budget_charged) return true;
+  const size_t more = c.in.size() - c.budget_charged;
+  if (buffered_bytes + more > options.max_buffered_bytes) return false;
+  buffered_bytes += more;
+  c.budget_charged += more;
+  return true;
+}
+
+void HttpLoop::Impl::on_readable(Connection& c) {
+  const size_t cap = read_cap(c);
+  if (c.in.size() >= cap) {
+    if (c.phase == Connection::Phase::Reading) {
+      refuse(c, 413, "the request's chunked framing is too large", "body_too_large", true);
+    } else {
+      close(c);  // only a hang-up wakes a connection we stopped reading from
+    }
+    return;
+  }
+  if (c.read_some(cap) == Connection::Io::Closed) {
+    close(c);  // the client is gone: whatever it asked for is cancelled with the connection
+    return;
+  }
+  if (c.phase == Connection::Phase::Idle && !c.in.empty()) {
+    c.phase = Connection::Phase::Reading;
+    c.request_start = SteadyClock::now();
+  }
+  if (c.phase == Connection::Phase::Reading) frame(c);
+}
+
+void HttpLoop::Impl::frame(Connection& c) {
+  if (!charge(c)) {
+    refuse(c, 429, "server busy: too many request bytes in flight; retry later", "buffered_bytes", true);
+    return;
+  }
+  const RequestFramer::State state = c.framer.feed(c.in);
+  if (state == RequestFramer::State::Error) {
+    const int status = c.framer.error_status();
+    refuse(c, status, c.framer.error_message(), status == 413 ? "body_too_large" : "malformed", true);
+    return;
+  }
+  if (state == RequestFramer::State::NeedMore) {
+    if (c.framer.head_complete() && c.framer.expects_continue() && !c.continue_sent) {
+      if (buffered_bytes + c.framer.announced_body_bytes() > options.max_buffered_bytes) {
+        refuse(c, 429, "server busy: too many request bytes in flight; retry later", "buffered_bytes", true);
+        return;
+      }
+      c.continue_sent = true;
+      c.out += "HTTP/1.1 100 Continue\r\n\r\n";
+      flush(c);
+    }
+    return;
+  }
+  dispatch(c);
+}
+
+void HttpLoop::Impl::dispatch(Connection& c) {
+  std::string request = c.framer.request();
+  c.in.erase(0, c.framer.consumed());
+  // The request's bytes move from the connection to the task; a pipelined rest stays charged here.
+  const size_t charge = std::min(c.budget_charged, c.framer.consumed());
+  c.budget_charged -= charge;
+  c.phase = Connection::Phase::Handling;
+  ExchangeInfo info{c.peer, c.request_start, draining.load(), [w = std::weak_ptr<Waker>(waker), id = c.id] {
+                      if (auto waker = w.lock()) waker->wake(id);
+                    }};
+  if (handler.runs_inline(c.framer.method(), c.framer.target())) {
+    buffered_bytes -= charge;
+    apply(c, handler.handle(request, info));
+    return;
+  }
+  auto task = [this, w = waker, id = c.id, request = std::move(request), info = std::move(info), charge]() mutable {
+    Waker::Result r{id, handler.handle(request, info), charge};
+    w->post(std::move(r));
+  };
+  if (!workers->try_post(std::move(task))) {
+    buffered_bytes -= charge;
+    refuse(c, 429, "server busy: the request queue is full; retry later", "queue_full", false);
+  }
+}
+
+void HttpLoop::Impl::take_wakeups() {
+  std::vector<uint64_t> ready;
+  std::vector<Waker::Result> results;
+  waker->take(ready, results);
+  for (Waker::Result& r : results) {
+    buffered_bytes -= r.charge;
+    if (Connection* c = find(r.conn_id)) apply(*c, std::move(r.response));
+  }
+  for (uint64_t id : ready) {
+    if (Connection* c = find(id)) pump(*c);
+  }
+  if (draining) {
+    std::vector<uint64_t> idle;
+    for (auto& [id, c] : conns) {
+      if (c->phase == Connection::Phase::Idle && !c->has_output()) idle.push_back(id);
+    }
+    for (uint64_t id : idle) close(*find(id));
+  }
+}
+
+void HttpLoop::Impl::apply(Connection& c, RoutedResponse r) {
+  c.phase = Connection::Phase::Responding;
+  c.close_after_write = c.close_after_write || r.close;
+  if (stopping && r.deferred) {
+    c.out += r.deferred->abandon();
+    c.close_after_write = true;
+  } else if (r.deferred) {
+    c.deferred = std::move(r.deferred);
+    pump(c);
+    return;
+  } else {
+    c.out += r.bytes;
+  }
+  flush(c);
+}
+
+void HttpLoop::Impl::pump(Connection& c) {
+  if (!c.deferred) return;
+  bool done = false;
+  c.out += c.deferred->advance(done);
+  if (done) c.deferred.reset();
+  flush(c);
+}
+
+void HttpLoop::Impl::flush(Connection& c) {
+  if (c.has_output() && c.write_some() == Connection::Io::Closed) {
+    close(c);
+    return;
+  }
+  if (c.has_output() || c.deferred || c.phase != Connection::Phase::Responding) {
+    update_interest(c);
+    return;
+  }
+  if (c.close_after_write || draining || stopping) {
+    close(c);
+    return;
+  }
+  c.next_request();
+  if (c.phase == Connection::Phase::Reading) {
+    frame(c);  // a pipelined request was already here
+  } else {
+    update_interest(c);
+  }
+}
+
+void HttpLoop::Impl::refuse(Connection& c, int status, const std::string& message, std::string_view reason, bool close) {
+  buffered_bytes -= c.budget_charged;
+  c.budget_charged = 0;
+  c.phase = Connection::Phase::Responding;
+  c.close_after_write = c.close_after_write || close;
+  if (close) c.in.clear();
+  c.out += handler.refusal(status, message, reason, c.close_after_write || draining);
+  flush(c);
+}
+
+void HttpLoop::Impl::close(Connection& c) {
+  buffered_bytes -= c.budget_charged;
+  epoll_ctl(epoll_fd, EPOLL_CTL_DEL, c.fd, nullptr);
+  conns.erase(c.id);  // closes the socket; a deferred answer is dropped, cancelling its requests
+}
+
+void HttpLoop::Impl::update_interest(Connection& c) {
+  uint32_t want = EPOLLRDHUP;
+  if (c.in.size() < read_cap(c)) want |= EPOLLIN;
+  if (c.has_output() || c.tls_wants_write()) want |= EPOLLOUT;
+  if (want == c.interest) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.u64 = c.id;
+  epoll_ctl(epoll_fd, c.interest == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, c.fd, &ev);
+  c.interest = want;
+}
+
+void HttpLoop::Impl::check_timers(SteadyClock::time_point now) {
+  last_timer_check = now;
+  std::vector<uint64_t> expired, too_slow;
+  for (auto& [id, c] : conns) {
+    const bool idle = c->phase == Connection::Phase::Idle && !c->has_output();
+    const bool stalled_write = c->has_output() && now - c->last_progress > options.idle_timeout;
+    if ((idle && (draining || now - c->last_progress > options.idle_timeout)) || stalled_write) {
+      expired.push_back(id);
+    } else if (c->phase == Connection::Phase::Reading && now - c->request_start > options.request_timeout) {
+      too_slow.push_back(id);
+    }
+  }
+  for (uint64_t id : expired) close(*find(id));
+  for (uint64_t id : too_slow) {
+    refuse(*find(id), 408, "the request did not arrive within " + std::to_string(options.request_timeout.count()) + " ms",
+           "timeout", true);
+  }
+}
+
+// Stop accepting; every deferred answer ends now with its final bytes; idle connections close.
+void HttpLoop::Impl::begin_stop() {
+  stopping = true;
+  epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
+  ::close(listen_fd);
+  std::vector<uint64_t> ids;
+  for (auto& [id, c] : conns) ids.push_back(id);
+  for (uint64_t id : ids) {
+    Connection& c = *find(id);
+    if (c.deferred) {
+      c.out += c.deferred->abandon();
+      c.deferred.reset();
+      c.close_after_write = true;
+      flush(c);
+    } else if (c.phase == Connection::Phase::Idle || c.phase == Connection::Phase::Reading) {
+      close(c);
+    }
+  }
+}
+
+}  // namespace flashserve
