@@ -265,7 +265,6 @@ void Engine::publish_stats(bool stepped) {
   std::lock_guard lock(mu_);
   stats_.num_running = scheduler_.num_running();
   stats_.num_waiting = scheduler_.num_waiting();
-  stats_.num_not_started = num_not_started_;
   stats_.num_kv_blocks = kv_.num_blocks();
   stats_.num_free_kv_blocks = kv_.num_free_blocks();
   stats_.num_preemptions = scheduler_.num_preemptions();
@@ -280,7 +279,9 @@ int32_t Engine::max_model_len() const {
 
 EngineStats Engine::stats() const {
   std::lock_guard lock(mu_);
-  return stats_;
+  EngineStats s = stats_;
+  s.num_not_started = num_not_started_;  // live: it moves on submit too, not only on steps
+  return s;
 }
 
 }  // namespace flashserve

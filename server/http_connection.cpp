@@ -26,6 +26,14 @@ void Connection::next_request() {
   request_start = std::chrono::steady_clock::now();
 }
 
+void Connection::start_lingering(std::chrono::steady_clock::time_point until) {
+  phase = Phase::Lingering;
+  linger_until = until;
+  in.clear();
+  if (ssl_) SSL_shutdown(ssl_);  // close_notify, best effort on a non-blocking socket
+  ::shutdown(fd, SHUT_WR);
+}
+
 Connection::Io Connection::read_some(size_t max_bytes) {
   char buf[16384];
   bool progressed = false;

@@ -19,6 +19,7 @@ class Connection {
     Reading,     // part of a request has arrived
     Handling,    // a whole request is with a worker
     Responding,  // sending an answer, or waiting for engine events to send (deferred)
+    Lingering,   // answered and closing: our side is shut, what the client still sends is discarded
   };
   enum class Io { Progress, WouldBlock, Closed };
 
@@ -36,6 +37,10 @@ class Connection {
   bool has_output() const { return out_pos < out.size(); }
   // Starts the next request: a fresh framer, the phase back to Idle.
   void next_request();
+  // Shuts our sending side after the last answer. Closing at once while the client is still
+  // sending (a body we refused at its head) would make the kernel reset the connection, and the
+  // reset can destroy the answer before the client reads it.
+  void start_lingering(std::chrono::steady_clock::time_point until);
 
   const uint64_t id;
   const int fd;
@@ -51,6 +56,7 @@ class Connection {
   std::unique_ptr<DeferredResponse> deferred;
   std::chrono::steady_clock::time_point request_start;  // first byte of the current request
   std::chrono::steady_clock::time_point last_progress;  // last byte read or written
+  std::chrono::steady_clock::time_point linger_until;
   uint32_t interest = 0;     // epoll events registered
 
  private:

@@ -24,6 +24,18 @@ bool is_token(std::string_view s) {
   });
 }
 
+// CR and LF may appear in a head only as CRLF line ends, and NUL not at all (RFC 9110 section 5.5).
+// cpp-httplib, which parses the request after us, ends a line at a lone LF and reads the request
+// line as a C string: a head with any of these would read as different lines to it than to us.
+bool has_stray_control(std::string_view head) {
+  for (size_t i = 0; i < head.size(); ++i) {
+    if (head[i] == '\0') return true;
+    if (head[i] == '\r' && (i + 1 == head.size() || head[i + 1] != '\n')) return true;
+    if (head[i] == '\n' && (i == 0 || head[i - 1] != '\r')) return true;
+  }
+  return false;
+}
+
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -100,6 +112,7 @@ RequestFramer::State RequestFramer::parse_head(std::string_view buffer) {
     return fail(431, "the request head exceeds " + std::to_string(limits_.max_head_bytes) + " bytes");
   }
   std::string_view head = buffer.substr(0, end);
+  if (has_stray_control(head)) return fail(400, "a lone CR or LF, or a NUL, in the request head");
   const size_t line_end = std::min(head.find(kCrlf), head.size());
   const std::string_view request_line = head.substr(0, line_end);
   const size_t sp1 = request_line.find(' ');
@@ -167,7 +180,10 @@ RequestFramer::State RequestFramer::read_chunked_body(std::string_view buffer) {
   for (;;) {
     const size_t line_end = buffer.find(kCrlf, chunk_pos_);
     if (line_end == std::string_view::npos) {
-      return buffer.size() - chunk_pos_ > kMaxChunkLine ? fail(400, "malformed chunk size line") : State::NeedMore;
+      // The last byte may be the CR of the line's CRLF, so it is not counted yet: otherwise a line
+      // of exactly kMaxChunkLine would be refused when its CR and LF arrive apart and accepted when
+      // they arrive together.
+      return buffer.size() - chunk_pos_ > kMaxChunkLine + 1 ? fail(400, "malformed chunk size line") : State::NeedMore;
     }
     if (line_end - chunk_pos_ > kMaxChunkLine) return fail(400, "malformed chunk size line");
     const size_t room = limits_.max_body_bytes - body_.size();
@@ -178,14 +194,14 @@ RequestFramer::State RequestFramer::read_chunked_body(std::string_view buffer) {
     if (size > room) return fail(413, "the request body exceeds " + std::to_string(limits_.max_body_bytes) + " bytes");
     const size_t data = line_end + kCrlf.size();
     if (size == 0) {
-      // Trailer fields end with an empty line; they are read past and dropped.
+      // Trailer fields end with an empty line; they are read past and dropped. They are held to the
+      // head limit whether they arrive whole or in pieces, so the answer does not depend on which.
       size_t pos = data;
       for (;;) {
         const size_t end = buffer.find(kCrlf, pos);
-        if (end == std::string_view::npos) {
-          return buffer.size() - data > limits_.max_head_bytes ? fail(431, "chunked trailers are too large")
-                                                               : State::NeedMore;
-        }
+        const size_t trailer_bytes = (end == std::string_view::npos ? buffer.size() : end + kCrlf.size()) - data;
+        if (trailer_bytes > limits_.max_head_bytes) return fail(431, "chunked trailers are too large");
+        if (end == std::string_view::npos) return State::NeedMore;
         if (end == pos) return complete(end + kCrlf.size());
         pos = end + kCrlf.size();
       }

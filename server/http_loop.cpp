@@ -31,6 +31,7 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr uint64_t kListenerKey = 0;
 constexpr uint64_t kWakerKey = 1;
 constexpr auto kTick = std::chrono::milliseconds(100);
+constexpr auto kLinger = std::chrono::seconds(2);
 
 // How the loop hears from other threads: worker results and "this deferred answer has bytes".
 // Shared with every callback that may outlive the loop; after close() they do nothing.
@@ -164,6 +165,7 @@ struct HttpLoop::Impl {
   void take_wakeups();
   void begin_stop();
   void update_interest(Connection& c);
+  bool all_lingering() const;
   size_t read_cap(const Connection& c) const;
   bool charge(Connection& c);
   Connection* find(uint64_t id);
@@ -245,9 +247,17 @@ void HttpLoop::Impl::run() {
     }
     const auto now = SteadyClock::now();
     if (now - last_timer_check >= kTick) check_timers(now);
-    if (stopping && (conns.empty() || now.time_since_epoch().count() >= stop_deadline)) break;
+    if (stopping && (all_lingering() || now.time_since_epoch().count() >= stop_deadline)) break;
   }
   while (!conns.empty()) close(*conns.begin()->second);
+}
+
+// Stopping is done once every answer is out; lingering connections need no more waiting for.
+bool HttpLoop::Impl::all_lingering() const {
+  for (const auto& [id, c] : conns) {
+    if (c->phase != Connection::Phase::Lingering) return false;
+  }
+  return true;
 }
 
 Connection* HttpLoop::Impl::find(uint64_t id) {
@@ -301,6 +311,7 @@ void HttpLoop::Impl::on_event(Connection& c, uint32_t events) {
 // The whole of a request, plus what chunked framing can add, while one is being read; afterwards
 // only a little, to notice a hang-up (and hold a pipelined request) while the answer is under way.
 size_t HttpLoop::Impl::read_cap(const Connection& c) const {
+  if (c.phase == Connection::Phase::Lingering) return 64 << 10;
   if (c.phase == Connection::Phase::Idle || c.phase == Connection::Phase::Reading) {
     return options.max_head_bytes + 2 * options.max_body_bytes + (64 << 10);
   }
@@ -318,6 +329,12 @@ bool HttpLoop::Impl::charge(Connection& c) {
 }
 
 void HttpLoop::Impl::on_readable(Connection& c) {
+  if (c.phase == Connection::Phase::Lingering) {
+    c.in.clear();
+    if (c.read_some(64 << 10) == Connection::Io::Closed) close(c);
+    else c.in.clear();
+    return;
+  }
   const size_t cap = read_cap(c);
   if (c.in.size() >= cap) {
     if (c.phase == Connection::Phase::Reading) {
@@ -443,7 +460,8 @@ void HttpLoop::Impl::flush(Connection& c) {
     return;
   }
   if (c.close_after_write || draining || stopping) {
-    close(c);
+    c.start_lingering(SteadyClock::now() + kLinger);
+    update_interest(c);
     return;
   }
   c.next_request();
@@ -488,7 +506,8 @@ void HttpLoop::Impl::check_timers(SteadyClock::time_point now) {
   for (auto& [id, c] : conns) {
     const bool idle = c->phase == Connection::Phase::Idle && !c->has_output();
     const bool stalled_write = c->has_output() && now - c->last_progress > options.idle_timeout;
-    if ((idle && (draining || now - c->last_progress > options.idle_timeout)) || stalled_write) {
+    const bool lingered = c->phase == Connection::Phase::Lingering && now > c->linger_until;
+    if ((idle && (draining || now - c->last_progress > options.idle_timeout)) || stalled_write || lingered) {
       expired.push_back(id);
     } else if (c->phase == Connection::Phase::Reading && now - c->request_start > options.request_timeout) {
       too_slow.push_back(id);

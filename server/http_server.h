@@ -19,7 +19,7 @@ struct HttpOptions {
   size_t max_body_bytes = 16 << 20;      // larger bodies, chunked or not, get 413
   size_t max_buffered_bytes = 256 << 20; // request bytes in memory at once, all connections
   int num_threads = 4;                   // workers that parse and tokenize requests
-  size_t max_queued = 256;               // requests waiting for a worker; beyond: 429
+  size_t max_queued = 1024;              // requests waiting for a worker; beyond: 429
   int max_connections = 10000;           // beyond: 503
   double idle_timeout_s = 30;            // a connection that sends nothing for this long is closed
   double request_timeout_s = 10;         // a request must arrive whole within this (else 408)

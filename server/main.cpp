@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) flashserve::kernels::set_num_threads(threads);
-  if (serve_cmd->parsed()) return flashserve::run_serve(serve);
+  if (serve_cmd->parsed()) flashserve::run_serve(serve);
   if (generate_cmd->parsed()) return flashserve::run_generate(gen);
   return 0;
 }

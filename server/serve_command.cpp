@@ -7,6 +7,9 @@
 #include <sys/resource.h>
 
 #include <csignal>
+#include <cstdlib>
+#include <future>
+#include <thread>
 #include <filesystem>
 
 #include "server/metrics.h"
@@ -38,6 +41,19 @@ void use_async_logger(const std::string& level) {
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(level));
   spdlog::flush_on(spdlog::level::info);
+}
+
+// Flushes the log queue, but a stderr nobody reads must not keep the process from exiting: after
+// a moment the unwritten lines are given up and the process ends without waiting for the writer.
+[[noreturn]] void flush_log_then_exit(int code) {
+  auto flushed = std::make_shared<std::promise<void>>();
+  std::future<void> done = flushed->get_future();
+  std::thread([flushed] {
+    spdlog::shutdown();
+    flushed->set_value();
+  }).detach();
+  if (done.wait_for(2s) != std::future_status::ready) std::_Exit(code);
+  std::exit(code);
 }
 
 // Each open connection is a file descriptor; the usual soft limit of 1024 would cap them there.
@@ -194,7 +210,7 @@ void ServeOptions::add_to(CLI::App& app) {
   engine.add_to(app);
 }
 
-int run_serve(const ServeOptions& o) {
+void run_serve(const ServeOptions& o) {
   const sigset_t signals = block_shutdown_signals();  // before any thread starts, the logger's included
   use_async_logger(o.log_level);
   raise_open_file_limit();
@@ -204,8 +220,7 @@ int run_serve(const ServeOptions& o) {
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
   }
-  spdlog::shutdown();  // flushes the log queue
-  return code;
+  flush_log_then_exit(code);
 }
 
 }  // namespace flashserve

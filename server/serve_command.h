@@ -27,7 +27,7 @@ struct ServeOptions {
   void add_to(CLI::App& app);
 };
 
-// Runs until SIGTERM or SIGINT; returns the exit code (0 after a graceful shutdown).
-int run_serve(const ServeOptions& opts);
+// Runs until SIGTERM or SIGINT, then exits the process: 0 after a graceful shutdown, 1 on an error.
+[[noreturn]] void run_serve(const ServeOptions& opts);
 
 }  // namespace flashserve

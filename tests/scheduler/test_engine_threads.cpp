@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -103,13 +104,55 @@ TEST_F(EngineThreads, CancelMidStreamFreesBlocks) {
 TEST_F(EngineThreads, RefusesPastTheWaitingBound) {
   EngineConfig cfg;
   cfg.max_waiting = 2;
-  Engine engine(*runner_, *tok_, cfg);  // not started: nothing drains the queue
   Collector c;
+  Engine engine(*runner_, *tok_, cfg);  // not started: nothing drains the queue
   EXPECT_FALSE(engine.submit(request("a", 4), c.callback()));
   EXPECT_FALSE(engine.submit(request("b", 4), c.callback()));
   const auto refused = engine.submit(request("c", 4), c.callback());
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->kind, ErrorKind::Overloaded);
+}
+
+// --max-waiting counts requests accepted and not yet started, exactly, and a request's choices are
+// admitted together or not at all.
+TEST_F(EngineThreads, WaitingBoundIsExactAndChoicesAreAllOrNothing) {
+  EngineConfig cfg;
+  cfg.max_waiting = 3;
+  Collector c;  // outlives the engine, whose shutdown reports to it
+  Engine engine(*runner_, *tok_, cfg);
+  auto batch = [&](const std::string& id, int n) {
+    std::vector<Submission> b;
+    for (int i = 0; i < n; ++i) b.push_back({request(id + std::to_string(i), 4), c.callback()});
+    return b;
+  };
+  EXPECT_FALSE(engine.submit(batch("a", 2)));
+  const auto two_more = engine.submit(batch("b", 2));
+  ASSERT_TRUE(two_more);
+  EXPECT_EQ(two_more->kind, ErrorKind::Overloaded);
+  EXPECT_FALSE(engine.submit(batch("c", 1)));
+  const auto never = engine.submit(batch("d", 4));  // more than the queue can ever hold
+  ASSERT_TRUE(never);
+  EXPECT_EQ(never->kind, ErrorKind::Invalid);
+  // Stepping starts them; the slots come back as requests start, not when they finish.
+  engine.step();
+  EXPECT_EQ(engine.stats().num_not_started, 0);
+  EXPECT_FALSE(engine.submit(batch("e", 3)));
+  EXPECT_EQ(engine.stats().num_not_started, 3);
+}
+
+TEST_F(EngineThreads, QueueTimeLimitDropsWhatWaitedTooLong) {
+  EngineConfig cfg;
+  cfg.max_queue_time = std::chrono::milliseconds(500);
+  Collector c;
+  Engine engine(*runner_, *tok_, cfg);
+  GenerateRequest old = request("old", 4);
+  old.arrival = Clock::now() - std::chrono::seconds(1);  // waited in the front-end already
+  ASSERT_FALSE(engine.submit(old, c.callback()));
+  ASSERT_FALSE(engine.submit(request("new", 4), c.callback()));
+  engine.step();
+  EXPECT_EQ(c.finishes().at("old"), FinishReason::Abort);
+  EXPECT_EQ(c.finishes().count("new"), 0u);
+  EXPECT_EQ(engine.stats().num_not_started, 0);
 }
 
 TEST_F(EngineThreads, RejectsInvalidRequestsUpFront) {
@@ -122,6 +165,8 @@ TEST_F(EngineThreads, RejectsInvalidRequestsUpFront) {
   oov.prompt_ids.push_back(test::kTinyVocab);
   EXPECT_EQ(engine.submit(oov, c.callback())->kind, ErrorKind::Invalid);
   EXPECT_EQ(engine.submit(request("huge", 5000), c.callback())->kind, ErrorKind::TooLong);
+  EXPECT_EQ(engine.submit(request("int32-max", std::numeric_limits<int32_t>::max()), c.callback())->kind,
+            ErrorKind::TooLong);
 }
 
 TEST_F(EngineThreads, StopAbortsWhatIsInFlight) {

@@ -48,6 +48,19 @@ TEST(KvCacheManager, HashChainsOnParent) {
   EXPECT_EQ(kv.pool().num_cached_blocks(), 6);
 }
 
+// Block hashes are keyed with a secret drawn per cache (so per process): equal tokens hash alike
+// within one cache, but nobody outside can predict a hash and craft a colliding prompt.
+TEST(KvCacheManager, HashesAreKeyedPerCache) {
+  KvCacheManager one(8, kBlockSize, true), other(8, kBlockSize, true);
+  KvSequence a, b;
+  admit_and_compute(one, a, iota_tokens(9, 0));
+  admit_and_compute(other, b, iota_tokens(9, 0));
+  ASSERT_EQ(a.block_hashes.size(), 2u);
+  ASSERT_EQ(b.block_hashes.size(), 2u);
+  EXPECT_NE(a.block_hashes[0], b.block_hashes[0]);
+  EXPECT_NE(a.block_hashes[1], b.block_hashes[1]);
+}
+
 TEST(KvCacheManager, SamePrefixGivesSameHashes) {
   KvCacheManager kv(8, kBlockSize, true);
   KvSequence a, b;

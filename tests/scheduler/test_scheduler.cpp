@@ -2,6 +2,7 @@
 // priority. Drives Scheduler + KvCacheManager directly with made-up sampled tokens; no model.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 
 #include "scheduler/scheduler.h"
@@ -87,6 +88,73 @@ TEST_F(SchedulerPolicy, RejectsWhatCanNeverFit) {
   EXPECT_FALSE(sched_->check_fits(100, 28));
   EXPECT_EQ(sched_->check_fits(4000, 100)->kind, ErrorKind::TooLong);  // > context window
   EXPECT_NE(sched_->check_fits(4000, 100)->message.find("context window"), std::string::npos);
+}
+
+// A client may send max_tokens = INT32_MAX: prompt + max_tokens must not wrap into range.
+TEST_F(SchedulerPolicy, FitCheckIsSixtyFourBit) {
+  make(8, 4, 64);
+  const auto huge = sched_->check_fits(5, std::numeric_limits<int32_t>::max());
+  ASSERT_TRUE(huge);
+  EXPECT_EQ(huge->kind, ErrorKind::TooLong);
+  EXPECT_NE(huge->message.find("2147483647"), std::string::npos) << huge->message;
+}
+
+// Admitted without the fit check (as a request larger than the whole cache could only be by a
+// bug), it is ended with an error once the cache is empty, instead of holding the head of the
+// queue and spinning the engine forever; the request behind it is served.
+TEST_F(SchedulerPolicy, RequestThatCannotFitEvenAloneIsEndedNotRequeued) {
+  make(4, 4, 512);  // 64 tokens of KV
+  auto big = std::make_unique<Request>("big", std::vector<int32_t>(80, 'a'), test::greedy(4), 0, Clock::now());
+  Request* raw = big.get();
+  sched_->add(std::move(big));
+  Request* small = add("small", 5, 2);
+  const SchedulerOutput out = step();
+  ASSERT_EQ(out.dropped.size(), 1u);
+  EXPECT_EQ(out.dropped[0], raw);
+  EXPECT_EQ(raw->finish, FinishReason::Abort);
+  ASSERT_TRUE(raw->error);
+  EXPECT_EQ(raw->error->kind, ErrorKind::TooLong);
+  EXPECT_EQ(tokens_for(out, small), 5);
+  while (sched_->has_work()) step();
+  EXPECT_EQ(small->finish, FinishReason::Length);
+}
+
+// The same when it grows past the cache while running alone (decode needs one more block).
+TEST_F(SchedulerPolicy, RunningAloneOutOfBlocksIsEnded) {
+  make(2, 4, 512);  // 32 tokens of KV
+  auto r = std::make_unique<Request>("r", std::vector<int32_t>(30, 'a'), test::greedy(10), 0, Clock::now());
+  Request* raw = r.get();
+  sched_->add(std::move(r));
+  for (int i = 0; i < 10 && !raw->finish; ++i) step();
+  EXPECT_EQ(raw->finish, FinishReason::Abort);
+  ASSERT_TRUE(raw->error);
+  EXPECT_EQ(raw->error->kind, ErrorKind::TooLong);
+  EXPECT_FALSE(sched_->has_work());
+  EXPECT_EQ(kv_->num_free_blocks(), 2);
+}
+
+// Under overload the steps go to requests that can still succeed: one whose client deadline has
+// passed, or that waited past the server's queue limit without starting, is dropped before any of
+// it is computed. A started request is not dropped by the queue limit (its work is underway).
+TEST_F(SchedulerPolicy, ExpiredRequestsAreDroppedBeforeTheyRun) {
+  make(64, 1, 512);
+  Request* running = add("running", 5, 50);
+  step();
+  Request* late = add("late", 5, 2);
+  late->start_deadline = Clock::now() - std::chrono::milliseconds(1);
+  Request* gone = add("gone", 5, 2);
+  gone->deadline = Clock::now() - std::chrono::milliseconds(1);
+  Request* fine = add("fine", 5, 2);
+  running->start_deadline = Clock::now() - std::chrono::milliseconds(1);
+  const SchedulerOutput out = step();
+  ASSERT_EQ(out.dropped.size(), 2u);
+  EXPECT_EQ(late->error->kind, ErrorKind::Overloaded);
+  EXPECT_EQ(gone->error->kind, ErrorKind::Deadline);
+  EXPECT_EQ(late->num_computed_tokens, 0);
+  EXPECT_EQ(gone->num_computed_tokens, 0);
+  EXPECT_EQ(tokens_for(out, running), 1);
+  EXPECT_FALSE(fine->finish);
+  EXPECT_EQ(sched_->num_waiting(), 1);
 }
 
 TEST_F(SchedulerPolicy, PreemptsLatestArrivalAndResumesIt) {

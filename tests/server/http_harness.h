@@ -43,7 +43,12 @@ class FinishWatcher : public ServingObserver {
     if (!o.finish) return;
     std::lock_guard lock(mu_);
     finishes_.push_back(*o.finish);
+    last_timings_ = o.timings;
     changed_.notify_all();
+  }
+  RequestTimings last_timings() const {
+    std::lock_guard lock(mu_);
+    return last_timings_;
   }
   void on_step(const StepStats&) override {}
   // The finishes so far, once there are `count` of them or `timeout` has passed. (The engine
@@ -60,6 +65,7 @@ class FinishWatcher : public ServingObserver {
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
   std::vector<FinishReason> finishes_;
+  RequestTimings last_timings_;
 };
 
 inline EngineOptions test_engine_options(int64_t kv_cache_bytes = 1 << 20) {
@@ -149,16 +155,25 @@ inline bool all_blocks_free(const Serving& serving, std::chrono::milliseconds ti
 // One HTTP/1.1 request over a plain socket, read as far as the test likes, then hung up on.
 class RawConnection {
  public:
-  RawConnection(int port, const std::string& path, const std::string& body) {
+  RawConnection(int port, const std::string& path, const std::string& body)
+      : RawConnection(port, "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+                                "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body) {}
+  // Sends `bytes` as they are (any request, or part of one).
+  RawConnection(int port, const std::string& bytes) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(uint16_t(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    const std::string request = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
-                                "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-    EXPECT_EQ(send(fd_, request.data(), request.size(), MSG_NOSIGNAL), ssize_t(request.size()));
+    send_more(bytes);
+  }
+  void send_more(const std::string& bytes) {
+    for (size_t sent = 0; sent < bytes.size();) {
+      const ssize_t n = send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return;  // the server may close early (e.g. 413 before the body)
+      sent += size_t(n);
+    }
   }
   ~RawConnection() { hang_up(); }
 

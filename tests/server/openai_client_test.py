@@ -1,14 +1,19 @@
 """The official OpenAI Python client against a running flashserve.
 
 Usage: openai_client_test.py BASE_URL MODEL [API_KEY]
+       openai_client_test.py --overload BASE_URL MODEL
   e.g. openai_client_test.py http://127.0.0.1:8000/v1 SmolLM2-135M-Instruct.Q4_1
 
 Completions and chat, streamed and not, with stream_options.include_usage; checks the shapes the
-client parses and that the model said something. Prints a short transcript; exits non-zero on the
-first failure.
+client parses and that the model said something; then the conformance points: OpenAI's default
+max_tokens, unsupported fields refused by name, the developer role, cached prompt tokens,
+system_fingerprint, models.retrieve. --overload (a server run with --max-num-seqs 1
+--max-waiting 1 --max-queue-time 0.5) checks 429 with Retry-After, streamed and not. Prints a short
+transcript; exits non-zero on the first failure.
 """
 
 import sys
+import threading
 
 import openai
 from openai import OpenAI
@@ -109,12 +114,84 @@ def models_and_errors(client, model):
     return f"models {listed}; unknown model -> 404, bad temperature -> 400"
 
 
+def default_max_tokens(client, model):
+    r = client.completions.create(model=model, prompt=PROMPT, temperature=0, extra_body={"ignore_eos": True})
+    check(r.usage.completion_tokens == 16, f"completions default max_tokens gave {r.usage.completion_tokens}")
+    return "completions without max_tokens: 16 tokens"
+
+
+def refused(what, param, call):
+    try:
+        call()
+    except openai.BadRequestError as e:
+        check(e.param == param, f"{what}: param {e.param!r}, expected {param!r}")
+        check(param in str(e.message), f"{what}: message {e.message!r} does not name {param!r}")
+        return
+    raise AssertionError(f"{what} was accepted")
+
+
+def unsupported_fields(client, model):
+    chat_call = lambda **kw: client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=2, **kw)
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+    refused("response_format json_object", "response_format", lambda: chat_call(response_format={"type": "json_object"}))
+    refused("tools", "tools", lambda: chat_call(tools=[tool]))
+    refused("tool_choice", "tool_choice", lambda: chat_call(tool_choice="required"))
+    refused("an unknown field", "frobnicate", lambda: chat_call(extra_body={"frobnicate": 1}))
+    comp_call = lambda **kw: client.completions.create(model=model, prompt=PROMPT, max_tokens=2, **kw)
+    refused("suffix", "suffix", lambda: comp_call(suffix="the end"))
+    refused("best_of", "best_of", lambda: comp_call(best_of=3))
+    chat_call(response_format={"type": "text"}, tool_choice="none", store=False)  # ask for nothing: accepted
+    return "response_format, tools, tool_choice, suffix, best_of, unknown fields -> 400 naming the field"
+
+
+def developer_role_and_details(client, model):
+    messages = [{"role": "developer", "content": "Answer in one word."}] + MESSAGES[1:]
+    first = client.chat.completions.create(model=model, messages=messages, max_tokens=4, temperature=0)
+    check(first.system_fingerprint and first.system_fingerprint.startswith("fp_"), f"fingerprint {first.system_fingerprint}")
+    details = first.usage.prompt_tokens_details
+    check(details is not None and details.cached_tokens is not None, "usage.prompt_tokens_details.cached_tokens missing")
+    again = client.chat.completions.create(model=model, messages=messages, max_tokens=4, temperature=0)
+    cached = again.usage.prompt_tokens_details.cached_tokens
+    check(cached > 0, f"the repeated prompt found {cached} cached tokens")
+    card = client.models.retrieve(model)
+    check(card.id == model, f"retrieved {card.id}")
+    try:
+        client.models.retrieve("no-such-model")
+        raise AssertionError("an unknown model was retrieved")
+    except openai.NotFoundError:
+        pass
+    return f"developer role ok; fingerprint {first.system_fingerprint}; cached_tokens {cached}; models.retrieve ok"
+
+
+def overload(client, model):
+    """One long request runs; the next waits past --max-queue-time and is dropped: 429, streamed or not."""
+    long_one = threading.Thread(target=lambda: client.completions.create(
+        model=model, prompt=PROMPT, max_tokens=300, extra_body={"ignore_eos": True}))
+    long_one.start()
+    import time
+    time.sleep(0.5)
+    for stream in (False, True):
+        try:
+            r = client.completions.create(model=model, prompt=PROMPT, max_tokens=2, stream=stream)
+            if stream:
+                list(r)
+            raise AssertionError(f"stream={stream}: not refused")
+        except openai.RateLimitError as e:
+            check(e.response.headers.get("retry-after") == "1", f"Retry-After {e.response.headers.get('retry-after')}")
+    long_one.join()
+    return "dropped from the queue -> 429 with Retry-After, streamed and not"
+
+
 def main():
-    if len(sys.argv) not in (3, 4):
+    args = sys.argv[1:]
+    overload_mode = args[:1] == ["--overload"]
+    if overload_mode:
+        args = args[1:]
+    if len(args) not in (2, 3):
         print(__doc__)
         return 2
-    base_url, model = sys.argv[1], sys.argv[2]
-    api_key = sys.argv[3] if len(sys.argv) == 4 else "unused"
+    base_url, model = args[0], args[1]
+    api_key = args[2] if len(args) == 3 else "unused"
     client = OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=120)
     steps = [
         ("completion", lambda: completion(client, model)),
@@ -122,7 +199,12 @@ def main():
         ("chat", lambda: chat(client, model)),
         ("chat stream", lambda: chat_stream(client, model, results["chat"])),
         ("models and errors", lambda: models_and_errors(client, model)),
+        ("default max_tokens", lambda: default_max_tokens(client, model)),
+        ("unsupported fields", lambda: unsupported_fields(client, model)),
+        ("developer role, usage details", lambda: developer_role_and_details(client, model)),
     ]
+    if overload_mode:
+        steps = [("overload", lambda: overload(client, model))]
     results = {}
     for name, step in steps:
         try:

@@ -73,6 +73,21 @@ TEST_F(HttpApi, CompletionShape) {
   EXPECT_EQ(b["usage"]["total_tokens"], prompt_len + 8);
 }
 
+// A request's clock starts at its first byte: time spent arriving and waiting for a worker counts
+// in its queue time and TTFT (the engine used to start it only at submission).
+TEST_F(HttpApi, QueueTimeCountsFromTheFirstByte) {
+  const std::string body = greedy({{"prompt", "hi"}}, 2).dump();
+  RawConnection c(h_->server.port(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                     "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  c.send_more(body);
+  EXPECT_NE(c.read_until("\"usage\"").find("HTTP/1.1 200"), std::string::npos);
+  ASSERT_EQ(h_->recorder.finishes().back(), FinishReason::Length);
+  const RequestTimings t = h_->recorder.last_timings();
+  EXPECT_GE(t.first_scheduled - t.arrival, std::chrono::milliseconds(280));
+  EXPECT_GE(t.first_token - t.arrival, std::chrono::milliseconds(280));
+}
+
 TEST_F(HttpApi, ModelMayBeOmittedAndUserIsAccepted) {
   const Reply r = post(*h_, "/v1/completions", greedy({{"prompt", "hi"}, {"user", "u1"}}, 2));
   ASSERT_EQ(r.status, 200) << r.text;

@@ -11,20 +11,33 @@
 namespace flashserve {
 namespace {
 
-TEST(OpenAiSdk, CompletionsAndChatStreamingAndNot) {
-  ASSERT_TRUE(std::filesystem::exists(FLASHSERVE_VENV_PYTHON)) << "run scripts/setup.sh to create the venv";
-  test::ServerProcess server(test::real_model_path());
+// Runs openai_client_test.py against `server`; returns its exit status and prints its transcript.
+int run_client(const test::ServerProcess& server, const std::string& mode, std::string& out) {
   const std::string cmd = std::string(FLASHSERVE_VENV_PYTHON) + " " + FLASHSERVE_SOURCE_DIR +
-                          "/tests/server/openai_client_test.py http://127.0.0.1:" + std::to_string(server.http_port()) +
-                          "/v1 SmolLM2-135M-Instruct.Q4_1 2>&1";
+                          "/tests/server/openai_client_test.py " + mode + " http://127.0.0.1:" +
+                          std::to_string(server.http_port()) + "/v1 SmolLM2-135M-Instruct.Q4_1 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
+  if (!p) return -1;
   char buf[4096];
   while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
   const int status = pclose(p);
   std::printf("%s\n", out.c_str());
-  EXPECT_EQ(status, 0) << out << "\nserver log:\n" << server.log();
+  return status;
+}
+
+TEST(OpenAiSdk, CompletionsAndChatStreamingAndNot) {
+  ASSERT_TRUE(std::filesystem::exists(FLASHSERVE_VENV_PYTHON)) << "run scripts/setup.sh to create the venv";
+  test::ServerProcess server(test::real_model_path());
+  std::string out;
+  EXPECT_EQ(run_client(server, "", out), 0) << out << "\nserver log:\n" << server.log();
+}
+
+TEST(OpenAiSdk, OverloadGives429WithRetryAfter) {
+  ASSERT_TRUE(std::filesystem::exists(FLASHSERVE_VENV_PYTHON)) << "run scripts/setup.sh to create the venv";
+  test::ServerProcess server(test::real_model_path(),
+                             {"--max-num-seqs", "1", "--max-waiting", "1", "--max-queue-time", "0.5"});
+  std::string out;
+  EXPECT_EQ(run_client(server, "--overload", out), 0) << out << "\nserver log:\n" << server.log();
 }
 
 }  // namespace

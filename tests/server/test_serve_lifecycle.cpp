@@ -1,5 +1,6 @@
-// The real binary's lifecycle: startup, readiness, and a graceful SIGTERM that lets in-flight
-// requests finish, refuses new ones, and exits 0.
+// The real binary's lifecycle: startup, readiness, a graceful SIGTERM that lets in-flight requests
+// finish, refuses new ones and exits 0, and what clients see of requests still running after the
+// grace period. Also: a log pipe nobody reads does not stall generation.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -10,6 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "flashserve.grpc.pb.h"
+#include "tests/server/grpc_harness.h"
+#include "tests/server/http_harness.h"
 #include "tests/util/server_process.h"
 #include "tests/util/test_paths.h"
 
@@ -18,6 +22,7 @@ namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
+namespace pb = ::flashserve::v1;
 
 TEST(ServeLifecycle, SigtermDrainsInFlightRequestsThenExitsCleanly) {
   test::ServerProcess server(test::real_model_path(), {"--grace-period", "30"});
@@ -75,6 +80,74 @@ TEST(ServeLifecycle, DefaultMaxTokensFitsASmallKvCache) {
   ASSERT_EQ(res->status, 200) << res->body;
   const json usage = json::parse(res->body)["usage"];
   EXPECT_EQ(usage["total_tokens"], 160);
+}
+
+// Past the grace period, a stream still running ends with a final event before the listeners
+// close: a chunk with finish_reason "abort", an error event, then [DONE] (it used to be cut
+// mid-body); a non-streamed request gets 503; a gRPC stream ends with UNAVAILABLE.
+TEST(ServeLifecycle, StreamsPastTheGracePeriodEndWithAFinalEvent) {
+  test::ServerProcess server(test::real_model_path(), {"--grace-period", "1"});
+  const std::string body =
+      json{{"prompt", "Once upon a time"}, {"max_tokens", 3000}, {"ignore_eos", true}, {"stream", true}}.dump();
+  test::RawConnection stream(server.http_port(), "/v1/completions", body);
+  stream.read_until("\"text\":", 2);
+  auto plain = std::async(std::launch::async, [&] {
+    httplib::Client c("127.0.0.1", server.http_port());
+    c.set_read_timeout(60);
+    return c.Post("/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 3000}, {"ignore_eos", true}}.dump(),
+                  "application/json");
+  });
+  auto channel = grpc::CreateChannel(server.grpc_address(), grpc::InsecureChannelCredentials());
+  auto stub = pb::Generation::NewStub(channel);
+  grpc::ClientContext ctx;
+  auto reader = stub->GenerateStream(&ctx, test::text_request("Once upon a time", 3000));
+  pb::GenerateStreamResponse msg;
+  ASSERT_TRUE(reader->Read(&msg));
+  std::this_thread::sleep_for(200ms);  // the non-streamed request is in too
+
+  const auto t0 = Clock::now();
+  kill(server.pid(), SIGTERM);
+  const std::string tail = stream.read_until("0\r\n\r\n");  // the terminating chunk
+  const double ended_after = std::chrono::duration<double>(Clock::now() - t0).count();
+  const std::vector<json> events = test::sse_events(tail.substr(tail.find("\r\n\r\n")));
+  ASSERT_GE(events.size(), 3u) << tail.substr(tail.size() > 2000 ? tail.size() - 2000 : 0);
+  EXPECT_EQ(events.back(), "[DONE]");
+  const json& error = events[events.size() - 2];
+  EXPECT_EQ(error["error"]["code"], "service_unavailable") << error;
+  EXPECT_EQ(events[events.size() - 3]["choices"][0]["finish_reason"], "abort");
+  EXPECT_LT(ended_after, 5.0);
+
+  const auto refused = plain.get();
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503) << refused->body;
+  while (reader->Read(&msg)) {
+  }
+  const grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+// Log lines go through an asynchronous, dropping queue: with stderr a pipe that nobody reads
+// (full after a few hundred lines), requests keep completing. The engine thread used to write the
+// finish line itself and block on the full pipe, stalling everyone.
+TEST(ServeLifecycle, StalledLogPipeDoesNotStallGeneration) {
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  test::ServerProcess server(test::tiny_model_for_server(), {}, pipe_fds[1]);
+  close(pipe_fds[1]);
+  httplib::Client client("127.0.0.1", server.http_port());
+  client.set_read_timeout(10);
+  const auto t0 = Clock::now();
+  int ok = 0;
+  for (int i = 0; i < 800; ++i) {
+    const auto r = client.Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 2})", "application/json");
+    ok += r && r->status == 200;
+  }
+  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("800 requests with a stalled log pipe: %d answered in %.2f s\n", ok, took);
+  EXPECT_EQ(ok, 800);
+  EXPECT_LT(took, 60.0);
+  close(pipe_fds[0]);
 }
 
 TEST(ServeLifecycle, CorruptModelFailsWithAReadableMessage) {

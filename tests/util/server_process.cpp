@@ -6,6 +6,7 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,12 +33,12 @@ std::vector<char*> argv_of(std::vector<std::string>& args) {
 
 int decode_status(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
-// fork + exec of the flashserve binary with stdout and stderr going to `log_path`.
-pid_t spawn(std::vector<std::string> args, const std::string& log_path) {
+// fork + exec of the flashserve binary with stdout and stderr going to `log_path` (or `output_fd`).
+pid_t spawn(std::vector<std::string> args, const std::string& log_path, int output_fd = -1) {
   args.insert(args.begin(), FLASHSERVE_BINARY);
   const pid_t pid = fork();
   if (pid == 0) {
-    const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int log = output_fd >= 0 ? output_fd : open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(log, STDOUT_FILENO);
     dup2(log, STDERR_FILENO);
     execv(args[0].c_str(), argv_of(args).data());
@@ -59,16 +60,17 @@ ExitResult run_to_exit(const std::vector<std::string>& args, int timeout_s) {
   const std::string log_path = temp_model_path("run-log") + ".txt";
   const pid_t pid = spawn(args, log_path);
   int status = 0;
+  rusage usage{};
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);;) {
-    if (waitpid(pid, &status, WNOHANG) == pid) break;
+    if (wait4(pid, &status, WNOHANG, &usage) == pid) break;
     if (std::chrono::steady_clock::now() > deadline) {
       kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
+      wait4(pid, &status, 0, &usage);
       break;
     }
     std::this_thread::sleep_for(10ms);
   }
-  return {decode_status(status), read_file(log_path)};
+  return {decode_status(status), read_file(log_path), usage.ru_maxrss};
 }
 
 int free_port() {
@@ -92,7 +94,8 @@ const std::string& tiny_model_for_server() {
   return path;
 }
 
-ServerProcess::ServerProcess(const std::string& model_path, const std::vector<std::string>& extra_args)
+ServerProcess::ServerProcess(const std::string& model_path, const std::vector<std::string>& extra_args,
+                             int output_fd)
     : http_port_(free_port()), grpc_port_(free_port()) {
   log_path_ = temp_model_path("server-log") + ".txt";
   std::vector<std::string> args = {"serve", "--model", model_path, "--host", "127.0.0.1",
@@ -101,9 +104,16 @@ ServerProcess::ServerProcess(const std::string& model_path, const std::vector<st
   if (std::find(extra_args.begin(), extra_args.end(), "--kv-cache-bytes") == extra_args.end()) {
     args.insert(args.end(), {"--kv-cache-bytes", std::to_string(256 << 20)});
   }
+  // One kernel thread unless the test asks: ctest runs test binaries side by side, and kernel
+  // threads that spin at barriers crawl when they share cores with another server's.
+  if (std::find(extra_args.begin(), extra_args.end(), "--threads") == extra_args.end()) {
+    args.insert(args.end(), {"--threads", "1"});
+  }
   args.insert(args.end(), extra_args.begin(), extra_args.end());
-  pid_ = spawn(args, log_path_);
-  httplib::Client client("127.0.0.1", http_port_);
+  pid_ = spawn(args, log_path_, output_fd);
+  const bool tls = std::find(extra_args.begin(), extra_args.end(), "--tls-cert") != extra_args.end();
+  httplib::Client client((tls ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(http_port_));
+  client.enable_server_certificate_verification(false);
   client.set_connection_timeout(1);
   for (auto deadline = std::chrono::steady_clock::now() + 60s; std::chrono::steady_clock::now() < deadline;) {
     if (!running()) {

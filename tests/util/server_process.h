@@ -11,8 +11,11 @@ namespace flashserve::test {
 class ServerProcess {
  public:
   // Starts `flashserve serve --model <model> --host 127.0.0.1 --port P --grpc-port G <extra...>`
-  // and waits until GET /health answers (fails the test after 60 s or if the process exits).
-  explicit ServerProcess(const std::string& model_path, const std::vector<std::string>& extra_args = {});
+  // and waits until GET /health answers (over HTTPS when --tls-cert is among the arguments; fails
+  // the test after 60 s or if the process exits). Its stdout and stderr go to a log file, or to
+  // `output_fd` when given (a pipe nobody reads, to stall its logging).
+  explicit ServerProcess(const std::string& model_path, const std::vector<std::string>& extra_args = {},
+                         int output_fd = -1);
   ~ServerProcess();  // stop(), if still running
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
@@ -34,8 +37,9 @@ class ServerProcess {
 };
 
 struct ExitResult {
-  int status;       // exit code, or 128 + signal
-  std::string log;  // stdout and stderr
+  int status;         // exit code, or 128 + signal
+  std::string log;    // stdout and stderr
+  long max_rss_kib;   // the process's peak resident memory
 };
 // Runs `flashserve <args...>` to completion (SIGKILL after `timeout_s`).
 ExitResult run_to_exit(const std::vector<std::string>& args, int timeout_s = 60);

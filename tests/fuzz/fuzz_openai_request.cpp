@@ -1,0 +1,106 @@
+// libFuzzer target: the OpenAI request mapping on arbitrary bytes. The first byte picks the
+// endpoint (completions, chat, tokenize, detokenize), the rest is the POST body: parse_body, the
+// endpoint's parser, then what the server does next with the result (serving_request for
+// generation, decode for detokenize). An ApiError with a 400 or 404 is the answer to a bad body;
+// anything else escaping (a json::exception, std::out_of_range, ...), a crash or a sanitizer report
+// is a finding, since the server would answer it with a 500. One Serving over a tiny random model is
+// built once; nothing is ever submitted to its engine.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/openai_protocol.h"
+#include "server/openai_response.h"
+#include "server/serving.h"
+#include "tests/util/tiny_model.h"
+
+namespace {
+
+using namespace flashserve;
+
+[[noreturn]] void finding(const char* what, std::string_view detail = {}) {
+  std::fprintf(stderr, "fuzz_openai_request: %s\n%.*s\n", what, int(detail.size()), detail.data());
+  std::abort();
+}
+
+void expect(bool ok, const char* what) {
+  if (!ok) finding(what);
+}
+
+const Serving& serving() {
+  static const Serving* s = [] {
+    // The file is only read while loading (the weights are mapped), so it can go at once.
+    const std::string path = test::temp_model_path("fuzz_openai_request");
+    test::write_tiny_model(path, {});
+    auto* model = LlamaModel::load(path).release();
+    std::filesystem::remove(path);
+    EngineOptions options;
+    options.kv_cache_bytes = 1 << 20;
+    options.device = "cpu";
+    return new Serving(*model, "test-model", options, nullptr);
+  }();
+  return *s;
+}
+
+void check_ids(const std::vector<int32_t>& ids) {
+  const int32_t vocab_size = serving().tokenizer().vocab_size();
+  for (int32_t id : ids) expect(id >= 0 && id < vocab_size, "a token id outside the vocabulary");
+}
+
+void generation(const GenerationRequest& r) {
+  expect(r.n >= 1 && r.n <= 16, "n outside [1, 16]");
+  expect(r.params.logprobs >= -1 && r.params.logprobs <= 20, "logprobs outside [-1, 20]");  // -1: none
+  expect(r.logprobs == (r.params.logprobs >= 0), "logprobs asked for but not set, or the reverse");
+  expect(!r.prompts.empty(), "no prompt");
+  expect(r.endpoint == Endpoint::Completions || r.prompts.size() == 1, "a chat request with several prompts");
+  const ServingRequest s = serving_request(r, serving().max_model_len());
+  expect(int64_t(s.prompt_ids.size()) == r.num_choices() && s.params.size() == s.prompt_ids.size(),
+         "serving_request does not give one prompt and one parameter set per choice");
+}
+
+void run(uint8_t endpoint, const std::string& body) {
+  const Serving& sv = serving();
+  switch (endpoint % 4) {
+    case 0:
+      generation(parse_completion_request(parse_body(body), sv));
+      break;
+    case 1:
+      generation(parse_chat_request(parse_body(body), sv));
+      break;
+    case 2:
+      check_ids(parse_tokenize_request(parse_body(body), sv));
+      break;
+    case 3: {
+      const std::vector<int32_t> ids = parse_detokenize_request(parse_body(body), sv);
+      check_ids(ids);
+      dump({{"prompt", sv.tokenizer().decode(ids)}});
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  serving();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
+  try {
+    run(data[0], body);
+  } catch (const ApiError& e) {
+    expect(e.status == 400 || e.status == 404, "an ApiError that is not a 400 or 404");
+    dump(error_body(e));  // what the server sends back
+  } catch (const std::exception& e) {
+    finding("an exception other than ApiError escaped", e.what());
+  }
+  return 0;
+}

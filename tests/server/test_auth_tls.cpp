@@ -1,0 +1,177 @@
+// One authentication policy for HTTP and gRPC, and TLS on both, against the real binary. gRPC used
+// to answer Generate with no key or a wrong one while the log said "API key required".
+#include <gtest/gtest.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+
+#include "flashserve.grpc.pb.h"
+#include "server/tls.h"
+#include "tests/server/grpc_harness.h"
+#include "tests/util/server_process.h"
+
+namespace flashserve {
+namespace {
+
+namespace fs = std::filesystem;
+namespace pb = ::flashserve::v1;
+
+constexpr char kKey[] = "key-0123456789";
+
+grpc::Status generate(pb::Generation::Stub& stub, const std::string& authorization, pb::GenerateResponse* resp) {
+  grpc::ClientContext ctx;
+  if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  return stub.Generate(&ctx, test::text_request("hello", 3), resp);
+}
+
+// grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo with list_services (field 7),
+// encoded by hand (gRPC installs no generated code for it). Returns the raw response bytes.
+std::string reflection_list_services(const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareCall(&ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  void* tag;
+  bool ok;
+  call->StartCall(reinterpret_cast<void*>(1));
+  cq.Next(&tag, &ok);
+  const std::string request = std::string("\x3a\x01*", 3);  // list_services: "*"
+  grpc::Slice slice(request);
+  grpc::ByteBuffer out(&slice, 1), in;
+  call->Write(out, reinterpret_cast<void*>(2));
+  cq.Next(&tag, &ok);
+  call->Read(&in, reinterpret_cast<void*>(3));
+  cq.Next(&tag, &ok);
+  std::string bytes;
+  if (ok) {
+    std::vector<grpc::Slice> slices;
+    in.Dump(&slices);
+    for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  call->WritesDone(reinterpret_cast<void*>(4));
+  cq.Next(&tag, &ok);
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  cq.Next(&tag, &ok);
+  return bytes;
+}
+
+TEST(Auth, GrpcNeedsTheKeyLikeHttp) {
+  test::ServerProcess server(test::tiny_model_for_server(), {"--api-key", kKey});
+  auto channel = grpc::CreateChannel(server.grpc_address(), grpc::InsecureChannelCredentials());
+  auto stub = pb::Generation::NewStub(channel);
+  pb::GenerateResponse resp;
+  EXPECT_EQ(generate(*stub, "", &resp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(generate(*stub, "Bearer wrong", &resp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(generate(*stub, kKey, &resp).error_code(), grpc::StatusCode::UNAUTHENTICATED);  // no scheme
+  EXPECT_TRUE(resp.text().empty());
+  const grpc::Status ok = generate(*stub, std::string("Bearer ") + kKey, &resp);
+  EXPECT_TRUE(ok.ok()) << ok.error_message();
+  EXPECT_EQ(resp.usage().completion_tokens(), 3);
+
+  // Streams and the small methods too; health and reflection stay open (as /health does).
+  grpc::ClientContext ctx;
+  auto reader = stub->GenerateStream(&ctx, test::text_request("hello", 3));
+  pb::GenerateStreamResponse msg;
+  while (reader->Read(&msg)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  grpc::ClientContext info_ctx;
+  pb::ModelInfo info;
+  EXPECT_EQ(stub->GetModelInfo(&info_ctx, {}, &info).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(test::health_status(channel, ""), 1);
+  EXPECT_NE(reflection_list_services(channel).find("flashserve.v1.Generation"), std::string::npos);
+
+  httplib::Client http("127.0.0.1", server.http_port());
+  EXPECT_EQ(http.Get("/v1/models")->status, 401);
+  EXPECT_EQ(http.Get("/v1/models", {{"Authorization", std::string("Bearer ") + kKey}})->status, 200);
+  EXPECT_EQ(http.Get("/health")->status, 200);
+  EXPECT_EQ(http.Get("/metrics")->status, 200);
+  const std::string metrics = http.Get("/metrics")->body;
+  EXPECT_NE(metrics.find("flashserve_request_rejected_total{model_name=\"server"), std::string::npos);
+  EXPECT_NE(metrics.find("reason=\"unauthenticated\"} 6"), std::string::npos) << metrics;
+}
+
+TEST(Auth, KeyFromAFileOrTheEnvironment) {
+  const fs::path file = fs::temp_directory_path() / ("flashserve-keyfile-" + std::to_string(::getpid()));
+  std::ofstream(file) << "from-a-file\n";
+  test::ServerProcess by_file(test::tiny_model_for_server(), {"--api-key-file", file.string()});
+  httplib::Client http("127.0.0.1", by_file.http_port());
+  EXPECT_EQ(http.Get("/v1/models", {{"Authorization", "Bearer from-a-file"}})->status, 200);
+  EXPECT_EQ(http.Get("/v1/models", {{"Authorization", "Bearer from-a-fil"}})->status, 401);
+  fs::remove(file);
+
+  setenv("FLASHSERVE_API_KEY", "from-env", 1);
+  test::ServerProcess by_env(test::tiny_model_for_server());
+  unsetenv("FLASHSERVE_API_KEY");
+  auto channel = grpc::CreateChannel(by_env.grpc_address(), grpc::InsecureChannelCredentials());
+  auto stub = pb::Generation::NewStub(channel);
+  pb::GenerateResponse resp;
+  EXPECT_EQ(generate(*stub, "", &resp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(generate(*stub, "Bearer from-env", &resp).ok());
+}
+
+// A self-signed certificate for 127.0.0.1, made with the openssl command line.
+struct Certificate {
+  fs::path cert, key;
+};
+Certificate self_signed() {
+  const fs::path dir = fs::temp_directory_path() / ("flashserve-tls-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  Certificate c{dir / "cert.pem", dir / "key.pem"};
+  const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 "
+                          "-addext subjectAltName=IP:127.0.0.1 -keyout " + c.key.string() + " -out " + c.cert.string() +
+                          " >/dev/null 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  return c;
+}
+
+TEST(Tls, HttpsAndGrpcOverTls) {
+  const Certificate c = self_signed();
+  test::ServerProcess server(test::tiny_model_for_server(),
+                             {"--tls-cert", c.cert.string(), "--tls-key", c.key.string(), "--api-key", kKey});
+  httplib::SSLClient https("127.0.0.1", server.http_port());
+  https.set_ca_cert_path(c.cert.c_str());
+  https.enable_server_certificate_verification(true);
+  const auto r = https.Post("/v1/completions", {{"Authorization", std::string("Bearer ") + kKey}},
+                            R"({"prompt": "hello", "max_tokens": 3, "stream": true})", "application/json");
+  ASSERT_TRUE(r) << httplib::to_string(r.error()) << "\n" << server.log();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("data: [DONE]"), std::string::npos) << r->body;
+  // Plain HTTP to the TLS port gets nowhere.
+  httplib::Client plain("127.0.0.1", server.http_port());
+  plain.set_read_timeout(2);
+  const auto refused = plain.Get("/health");
+  EXPECT_TRUE(!refused || refused->status != 200);
+
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = read_text_file(c.cert.string());
+  auto channel = grpc::CreateChannel(server.grpc_address(), grpc::SslCredentials(ssl));
+  auto stub = pb::Generation::NewStub(channel);
+  pb::GenerateResponse resp;
+  const grpc::Status s = generate(*stub, std::string("Bearer ") + kKey, &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.usage().completion_tokens(), 3);
+  auto insecure = pb::Generation::NewStub(grpc::CreateChannel(server.grpc_address(), grpc::InsecureChannelCredentials()));
+  EXPECT_FALSE(generate(*insecure, std::string("Bearer ") + kKey, &resp).ok());
+}
+
+TEST(Tls, UnreadableKeyFailsAtStartWithItsName) {
+  const Certificate c = self_signed();
+  const test::ExitResult r = test::run_to_exit({"serve", "--model", test::tiny_model_for_server(), "--port",
+                                                std::to_string(test::free_port()), "--tls-cert", c.cert.string(),
+                                                "--tls-key", c.cert.string()});
+  EXPECT_EQ(r.status, 1) << r.log;
+  EXPECT_NE(r.log.find("TLS"), std::string::npos) << r.log;
+}
+
+}  // namespace
+}  // namespace flashserve
