@@ -2,12 +2,66 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
+#include <stdexcept>
 
 namespace flashserve {
+
+int listen_socket(const std::string& host, int port, int& bound_port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res) != 0 || !res) {
+    throw std::runtime_error("cannot resolve HTTP host " + host);
+  }
+  int fd = -1;
+  for (addrinfo* a = res; a && fd < 0; a = a->ai_next) {
+    fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    // SO_REUSEADDR for a quick restart; never SO_REUSEPORT, which would let a second server bind
+    // our port and silently take half the connections.
+    const int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(res);
+  if (fd < 0) throw std::runtime_error("cannot bind HTTP to " + host + ":" + service + ": " + std::strerror(errno));
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  bound_port = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
+                                                : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  return fd;
+}
+
+Peer peer_of(const sockaddr_storage& addr) {
+  char ip[INET6_ADDRSTRLEN] = "";
+  Peer p;
+  if (addr.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
+    inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+    p.port = ntohs(a->sin6_port);
+  } else {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
+    inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+    p.port = ntohs(a->sin_port);
+  }
+  p.ip = ip;
+  return p;
+}
 
 Connection::Connection(uint64_t id, int fd, SSL* ssl, Peer peer, FramingLimits limits)
     : id(id), fd(fd), peer(std::move(peer)), framer(limits), last_progress(std::chrono::steady_clock::now()),

@@ -1,6 +1,8 @@
 // One client connection as the event loop holds it: non-blocking socket I/O (plain or TLS), the
 // bytes read and not yet used, the bytes still to send, and where its current exchange stands.
 #pragma once
+#include <sys/socket.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +13,11 @@
 #include "server/tls.h"
 
 namespace flashserve {
+
+// A non-blocking listening socket bound to host:port (0: any free port, returned in bound_port),
+// with SOMAXCONN backlog. Throws std::runtime_error naming the address when it cannot bind.
+int listen_socket(const std::string& host, int port, int& bound_port);
+Peer peer_of(const sockaddr_storage& addr);
 
 class Connection {
  public:

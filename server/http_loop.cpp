@@ -1,12 +1,9 @@
 #include "server/http_loop.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -20,6 +17,7 @@
 #include <vector>
 
 #include "server/http_connection.h"
+#include "server/loop_waker.h"
 #include "server/tls.h"
 #include "server/worker_pool.h"
 
@@ -32,118 +30,6 @@ constexpr uint64_t kListenerKey = 0;
 constexpr uint64_t kWakerKey = 1;
 constexpr auto kTick = std::chrono::milliseconds(100);
 constexpr auto kLinger = std::chrono::seconds(2);
-
-// How the loop hears from other threads: worker results and "this deferred answer has bytes".
-// Shared with every callback that may outlive the loop; after close() they do nothing.
-class Waker {
- public:
-  struct Result {
-    uint64_t conn_id;
-    RoutedResponse response;
-    size_t charge;  // request bytes the task held against the buffer budget
-  };
-
-  Waker() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
-    if (fd_ < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
-  }
-  ~Waker() { ::close(fd_); }
-  int fd() const { return fd_; }
-
-  void wake(uint64_t conn_id) {
-    std::lock_guard lock(mu_);
-    if (closed_) return;
-    ready_.push_back(conn_id);
-    signal();
-  }
-  // False once closed: the caller still owns the result (and drops it).
-  bool post(Result r) {
-    std::lock_guard lock(mu_);
-    if (closed_) return false;
-    results_.push_back(std::move(r));
-    signal();
-    return true;
-  }
-  void nudge() {
-    std::lock_guard lock(mu_);
-    signal();
-  }
-  void take(std::vector<uint64_t>& ready, std::vector<Result>& results) {
-    uint64_t count;
-    while (::read(fd_, &count, sizeof(count)) > 0) {
-    }
-    std::lock_guard lock(mu_);
-    ready.swap(ready_);
-    results.swap(results_);
-    signaled_ = false;
-  }
-  void close() {
-    std::lock_guard lock(mu_);
-    closed_ = true;
-  }
-
- private:
-  void signal() {
-    if (signaled_) return;
-    signaled_ = true;
-    const uint64_t one = 1;
-    (void)!::write(fd_, &one, sizeof(one));
-  }
-  int fd_;
-  std::mutex mu_;
-  bool closed_ = false;
-  bool signaled_ = false;
-  std::vector<uint64_t> ready_;
-  std::vector<Result> results_;
-};
-
-int bind_listener(const std::string& host, int port, int& bound_port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  const std::string service = std::to_string(port);
-  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res) != 0 || !res) {
-    throw std::runtime_error("cannot resolve HTTP host " + host);
-  }
-  int fd = -1;
-  for (addrinfo* a = res; a && fd < 0; a = a->ai_next) {
-    fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    // SO_REUSEADDR for a quick restart; never SO_REUSEPORT, which would let a second server bind
-    // our port and silently take half the connections.
-    const int yes = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0) {
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  freeaddrinfo(res);
-  if (fd < 0) throw std::runtime_error("cannot bind HTTP to " + host + ":" + service + ": " + std::strerror(errno));
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  bound_port = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
-                                                : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  return fd;
-}
-
-Peer peer_of(const sockaddr_storage& addr) {
-  char ip[INET6_ADDRSTRLEN] = "";
-  Peer p;
-  if (addr.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
-    inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
-    p.port = ntohs(a->sin6_port);
-  } else {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
-    inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
-    p.port = ntohs(a->sin_port);
-  }
-  p.ip = ip;
-  return p;
-}
 
 }  // namespace
 
@@ -172,7 +58,7 @@ struct HttpLoop::Impl {
 
   HttpHandler& handler;
   HttpLoopOptions options;
-  std::shared_ptr<Waker> waker = std::make_shared<Waker>();
+  std::shared_ptr<LoopWaker> waker = std::make_shared<LoopWaker>();
   std::unique_ptr<WorkerPool> workers;
   int listen_fd = -1;
   int epoll_fd = -1;
@@ -195,7 +81,7 @@ HttpLoop::~HttpLoop() { stop(SteadyClock::now()); }
 
 void HttpLoop::start() {
   Impl& s = *impl_;
-  s.listen_fd = bind_listener(s.options.host, s.options.port, s.port);
+  s.listen_fd = listen_socket(s.options.host, s.options.port, s.port);
   s.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -329,10 +215,10 @@ bool HttpLoop::Impl::charge(Connection& c) {
 }
 
 void HttpLoop::Impl::on_readable(Connection& c) {
-  if (c.phase == Connection::Phase::Lingering) {
+  if (c.phase == Connection::Phase::Lingering) {  // read only to see the client close
+    const bool gone = c.read_some(64 << 10) == Connection::Io::Closed;
     c.in.clear();
-    if (c.read_some(64 << 10) == Connection::Io::Closed) close(c);
-    else c.in.clear();
+    if (gone) close(c);
     return;
   }
   const size_t cap = read_cap(c);
@@ -388,7 +274,7 @@ void HttpLoop::Impl::dispatch(Connection& c) {
   const size_t charge = std::min(c.budget_charged, c.framer.consumed());
   c.budget_charged -= charge;
   c.phase = Connection::Phase::Handling;
-  ExchangeInfo info{c.peer, c.request_start, draining.load(), [w = std::weak_ptr<Waker>(waker), id = c.id] {
+  ExchangeInfo info{c.peer, c.request_start, draining.load(), [w = std::weak_ptr<LoopWaker>(waker), id = c.id] {
                       if (auto waker = w.lock()) waker->wake(id);
                     }};
   if (handler.runs_inline(c.framer.method(), c.framer.target())) {
@@ -397,7 +283,7 @@ void HttpLoop::Impl::dispatch(Connection& c) {
     return;
   }
   auto task = [this, w = waker, id = c.id, request = std::move(request), info = std::move(info), charge]() mutable {
-    Waker::Result r{id, handler.handle(request, info), charge};
+    LoopWaker::Result r{id, handler.handle(request, info), charge};
     w->post(std::move(r));
   };
   if (!workers->try_post(std::move(task))) {
@@ -408,9 +294,9 @@ void HttpLoop::Impl::dispatch(Connection& c) {
 
 void HttpLoop::Impl::take_wakeups() {
   std::vector<uint64_t> ready;
-  std::vector<Waker::Result> results;
+  std::vector<LoopWaker::Result> results;
   waker->take(ready, results);
-  for (Waker::Result& r : results) {
+  for (LoopWaker::Result& r : results) {
     buffered_bytes -= r.charge;
     if (Connection* c = find(r.conn_id)) apply(*c, std::move(r.response));
   }

@@ -1,6 +1,7 @@
 // Overload and slow clients against the real binary: health stays fast whatever the clients do,
 // idle and trickling connections are cut off, thousands of streams cost no threads, the waiting
 // bound is exact, and a request dropped before its first token gets its real status.
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <poll.h>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "flashserve.grpc.pb.h"
 #include "tests/server/http_harness.h"
 #include "tests/util/server_process.h"
 #include "tests/util/test_paths.h"
@@ -22,6 +24,7 @@ namespace {
 
 using json = nlohmann::json;
 using namespace std::chrono_literals;
+namespace pb = ::flashserve::v1;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
@@ -204,6 +207,52 @@ TEST(Overload, ThousandStreamsWithoutAThreadEach) {
   std::printf("1000 concurrent streams: %d completed; server threads under load: %d\n", completed, threads_under_load);
   EXPECT_EQ(completed, 1000);
   EXPECT_LT(threads_under_load, 64);
+}
+
+// A GenerateStream call that reads every message and counts how it ended.
+class StreamReader : public grpc::ClientReadReactor<pb::GenerateStreamResponse> {
+ public:
+  StreamReader(pb::Generation::Stub& stub, const pb::GenerateRequest& req, std::atomic<int>& ok, std::atomic<int>& done)
+      : ok_(ok), done_(done) {
+    stub.async()->GenerateStream(&ctx_, &req, this);
+    StartRead(&msg_);
+    StartCall();
+  }
+  void OnReadDone(bool more) override {
+    if (!more) return;
+    finished_ = finished_ || msg_.finish_reason() != pb::FINISH_REASON_UNSPECIFIED;
+    StartRead(&msg_);
+  }
+  void OnDone(const grpc::Status& s) override {
+    ok_ += s.ok() && finished_;
+    ++done_;
+  }
+
+ private:
+  grpc::ClientContext ctx_;
+  pb::GenerateStreamResponse msg_;
+  bool finished_ = false;
+  std::atomic<int>& ok_;
+  std::atomic<int>& done_;
+};
+
+// gRPC's callback API: a waiting call holds no server thread either.
+TEST(Overload, HundredsOfGrpcStreamsWithoutAThreadEach) {
+  test::ServerProcess server(test::tiny_model_for_server(), {"--max-num-seqs", "256", "--max-waiting", "2000"});
+  auto stub = pb::Generation::NewStub(grpc::CreateChannel(server.grpc_address(), grpc::InsecureChannelCredentials()));
+  pb::GenerateRequest req;
+  req.set_text("hello");
+  req.mutable_stopping()->set_max_tokens(32);
+  req.mutable_stopping()->set_ignore_eos(true);
+  std::atomic<int> ok{0}, done{0};
+  std::vector<std::unique_ptr<StreamReader>> calls;
+  for (int i = 0; i < 500; ++i) calls.push_back(std::make_unique<StreamReader>(*stub, req, ok, done));
+  std::this_thread::sleep_for(200ms);
+  const int threads_under_load = server_threads(server.pid());
+  for (int i = 0; i < 1200 && done < 500; ++i) std::this_thread::sleep_for(100ms);
+  std::printf("500 concurrent gRPC streams: %d completed; server threads under load: %d\n", ok.load(), threads_under_load);
+  EXPECT_EQ(ok.load(), 500);
+  EXPECT_LT(threads_under_load, 80);
 }
 
 // --max-waiting counts accepted requests not yet started, exactly: with one running and 8 allowed
