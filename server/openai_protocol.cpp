@@ -1,5 +1,6 @@
 #include "server/openai_protocol.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -142,14 +143,11 @@ std::vector<std::pair<int32_t, float>> logit_bias(const json& body) {
   }
   std::vector<std::pair<int32_t, float>> biases;
   for (const auto& [key, bias] : v->items()) {
-    size_t used = 0;
-    int64_t id = -1;
-    try {
-      id = std::stoll(key, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != key.size() || id < 0 || id > std::numeric_limits<int32_t>::max()) {
+    // Digits only: stoll alone would also take " +42" or "42abc"'s prefix.
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const int64_t id = digits ? std::stoll(key) : -1;
+    if (id < 0 || id > std::numeric_limits<int32_t>::max()) {
       throw bad_request("logit_bias keys must be token ids, got '" + key + "'", "logit_bias");
     }
     if (!bias.is_number()) throw wrong_type("logit_bias", "an object of \"token_id\": bias");
@@ -253,7 +251,7 @@ bool is_false(const json& v) { return v.is_boolean() && !v.get<bool>(); }
 bool is_empty(const json& v) { return (v.is_array() || v.is_object() || v.is_string()) && v.empty(); }
 
 void refuse_unsupported_chat(const json& body) {
-  refuse_unless(body, "response_format", [](const json& v) { return v.is_object() && v.value("type", "") == "text" && v.size() == 1; },
+  refuse_unless(body, "response_format", [](const json& v) { return v == json{{"type", "text"}}; },
                 "only {\"type\": \"text\"}; structured output is not implemented yet");
   refuse_unless(body, "tools", is_empty, "tool calling is not implemented yet");
   refuse_unless(body, "functions", is_empty, "function calling is not implemented yet");

@@ -63,6 +63,8 @@ TEST_F(HttpErrors, WrongTypesNameTheField) {
       {"/v1/completions", kCompletion, "stream", "yes"},
       {"/v1/completions", kCompletion, "stop", 5},
       {"/v1/completions", kCompletion, "logit_bias", {{"abc", 1}}},
+      {"/v1/completions", kCompletion, "logit_bias", {{" +42", 1}}},
+      {"/v1/completions", kCompletion, "logit_bias", {{"42abc", 1}}},
       {"/v1/completions", kCompletion, "logprobs", true},
       {"/v1/completions", kCompletion, "seed", "1"},
       {"/v1/completions", kCompletion, "stream_options", 1},
@@ -72,6 +74,16 @@ TEST_F(HttpErrors, WrongTypesNameTheField) {
       {"/v1/chat/completions", kChat, "messages", {{{"role", "user"}, {"content", 7}}}},
       {"/v1/chat/completions", kChat, "logprobs", 3},
       {"/v1/chat/completions", kChat, "model", 42},
+      // Unimplemented fields asking for something, whatever their shape (fuzzing found a non-string
+      // "type" raising a JSON type error: a 500).
+      {"/v1/chat/completions", kChat, "response_format", {{"type", 1}}},
+      {"/v1/chat/completions", kChat, "response_format", {{"type", nullptr}}},
+      {"/v1/chat/completions", kChat, "response_format", {{"type", "json_object"}}},
+      {"/v1/chat/completions", kChat, "tools", {{{"type", "function"}}}},
+      {"/v1/chat/completions", kChat, "tool_choice", "auto"},
+      {"/v1/completions", kCompletion, "suffix", "x"},
+      {"/v1/completions", kCompletion, "best_of", 2},
+      {"/v1/completions", kCompletion, "frobnicate", 1},
   };
   for (const Case& c : cases) {
     json body = c.base;
