@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Goodput under sustained overload: flashserve on SmolLM2-135M-Instruct (CPU), driven by
-# flashserve-bench. First the saturation throughput (closed loop), then open-loop Poisson load at 1x
-# and 2x that rate for DURATION seconds each, with clients that give up after CLIENT_TIMEOUT s.
+# flashserve-bench. First the saturation throughput (closed loop with twice as many requests in
+# flight as the batch holds, so the queue never runs dry), then open-loop Poisson load at 1x and 2x
+# that rate for DURATION seconds each, with clients that give up after CLIENT_TIMEOUT s.
 # Goodput = requests/s that succeeded with TTFT under SLO_TTFT_MS. Each rate runs on a server with
 # --max-queue-time MAX_QUEUE_TIME, and the 2x rate once more with no queue limit (the server before
 # the front-door work), side by side in one run. Report and JSON to bench/results/.
@@ -54,9 +55,9 @@ field() {  # name, json field
 }
 
 : > "$out.server.log"
-echo "== saturation: closed loop, $concurrency in flight"
+echo "== saturation: closed loop, $((2 * concurrency)) in flight"
 start_server --max-queue-time "$max_queue_time"
-bench saturation --concurrency "$concurrency" --num-requests $((concurrency * 6)) --warmup "$concurrency"
+bench saturation --concurrency $((2 * concurrency)) --num-requests $((concurrency * 12)) --warmup "$concurrency"
 sat=$(field saturation request_throughput)
 rate1=$(python3 -c "print(round($sat, 3))")
 rate2=$(python3 -c "print(round(2 * $sat, 3))")
@@ -79,15 +80,16 @@ g0=$(field rate2x-nolimit goodput)
   echo "# date: $(date -u +%Y-%m-%dT%H:%MZ)  flashserve commit: $(git -C "$root" rev-parse --short HEAD)"
   echo "# workload: ~$input_len prompt words, $output_len output tokens, Poisson arrivals for ${duration} s,"
   echo "#   clients give up after ${client_timeout} s, goodput = successes/s with TTFT <= ${slo_ttft_ms} ms"
-  echo "# saturation (closed loop, $concurrency in flight): $rate1 requests/s"
+  echo "# saturation (closed loop, $((2 * concurrency)) in flight, --max-num-seqs $concurrency): $rate1 requests/s"
   printf "%-34s %10s %10s %10s %10s %10s %10s\n" run offered goodput ok errors "TTFT p50" "TTFT p99"
-  for run in rate1x rate2x rate2x-nolimit; do
-    python3 - "$out-$run.json" "$run" <<'EOF'
+  for run in "rate1x:$rate1:1x, --max-queue-time $max_queue_time" "rate2x:$rate2:2x, --max-queue-time $max_queue_time" \
+             "rate2x-nolimit:$rate2:2x, no queue limit"; do
+    IFS=: read -r name offered label <<< "$run"
+    python3 - "$out-$name.json" "$offered" "$label" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
 errors = sum(r["errors"].values())
-label = {"rate1x": "1x, --max-queue-time", "rate2x": "2x, --max-queue-time", "rate2x-nolimit": "2x, no queue limit"}[sys.argv[2]]
-print(f"{label:34s} {r['request_rate']:>10} {r['goodput']:10.3f} {r['num_ok']:10d} {errors:10d} "
+print(f"{sys.argv[3]:34s} {float(sys.argv[2]):10.3f} {r['goodput']:10.3f} {r['num_ok']:10d} {errors:10d} "
       f"{r['ttft']['median_ms']:10.0f} {r['ttft']['p99_ms']:10.0f}  errors={r['errors']}")
 EOF
   done
