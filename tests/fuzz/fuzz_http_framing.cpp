@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "server/http_framing.h"
+#include "tests/fuzz/finding.h"
 
 namespace {
 
@@ -27,14 +28,7 @@ constexpr size_t kMaxTrickleBytes = 2048;
 constexpr uint64_t kMaxPieces = 16;
 
 [[noreturn]] void finding(const char* what, std::string_view detail = {}) {
-  std::fprintf(stderr, "fuzz_http_framing: %s\n", what);
-  // Escaped: the bytes that matter here are often CR, LF and NUL.
-  for (char c : detail) {
-    if (c == '\n' || (c >= ' ' && c <= '~')) std::fputc(c, stderr);
-    else std::fprintf(stderr, "\\x%02x", uint8_t(c));
-  }
-  std::fputc('\n', stderr);
-  std::abort();
+  fuzz::finding("fuzz_http_framing", what, detail);
 }
 
 void expect(bool ok, const char* what, std::string_view detail = {}) {

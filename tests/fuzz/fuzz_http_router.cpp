@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "server/http_framing.h"
+#include "tests/fuzz/finding.h"
 #include "server/http_router.h"
 #include "server/openai_protocol.h"
 #include "server/openai_response.h"
@@ -27,14 +28,7 @@ constexpr FramingLimits kLimits{32 << 10, 4 << 10};
 constexpr int kMaxRequests = 8;  // per input: enough to pipeline, few enough to stay fast
 
 [[noreturn]] void finding(const char* what, std::string_view detail) {
-  std::fprintf(stderr, "fuzz_http_router: %s\n", what);
-  // Escaped: the bytes that matter here are often CR, LF and NUL.
-  for (char c : detail) {
-    if (c == '\n' || (c >= ' ' && c <= '~')) std::fputc(c, stderr);
-    else std::fprintf(stderr, "\\x%02x", uint8_t(c));
-  }
-  std::fputc('\n', stderr);
-  std::abort();
+  fuzz::finding("fuzz_http_router", what, detail);
 }
 
 void send_json(httplib::Response& res, int status, const json& body) {

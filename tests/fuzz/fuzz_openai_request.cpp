@@ -17,6 +17,7 @@
 #include "server/openai_protocol.h"
 #include "server/openai_response.h"
 #include "server/serving.h"
+#include "tests/fuzz/finding.h"
 #include "tests/util/tiny_model.h"
 
 namespace {
@@ -24,8 +25,7 @@ namespace {
 using namespace flashserve;
 
 [[noreturn]] void finding(const char* what, std::string_view detail = {}) {
-  std::fprintf(stderr, "fuzz_openai_request: %s\n%.*s\n", what, int(detail.size()), detail.data());
-  std::abort();
+  fuzz::finding("fuzz_openai_request", what, detail);
 }
 
 void expect(bool ok, const char* what) {
