@@ -26,9 +26,11 @@ fi
 
 "$here/fetch_model.sh"
 
-# The official OpenAI Python client, for the API compatibility test (pinned, in a venv of our own).
-venv="$(cd "$here/.." && pwd)/.cache/venv"
-if ! "$venv/bin/python" -c "import openai" 2>/dev/null; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet "openai==3.54.0"
+# Python tools the tests compare against (pinned in tests/requirements.txt, in a venv of our own).
+root="$(cd "$here/.." && pwd)"
+venv="$root/.cache/venv"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+if ! cmp -s "$root/tests/requirements.txt" "$venv/.requirements"; then
+  "$venv/bin/pip" install --quiet -r "$root/tests/requirements.txt"
+  cp "$root/tests/requirements.txt" "$venv/.requirements"
 fi
