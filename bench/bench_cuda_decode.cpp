@@ -10,9 +10,7 @@
 #include <random>
 
 #include "bench/real_model.h"
-#include "kernels/device.h"
-#include "model/cuda_runner.h"
-#include "model/model_runner.h"
+#include "kernels/backend.h"
 #include "scheduler/engine.h"
 
 namespace flashserve {
@@ -20,19 +18,17 @@ namespace {
 
 constexpr int32_t kPromptTokens = 32, kOutputTokens = 256;
 
-std::unique_ptr<ModelRunner> make_runner(bool cuda, bool graphs, int32_t seqs) {
-  if (!cuda) return std::make_unique<LlamaRunner>(real_model(), 2048, 16);
-  CudaRunnerOptions o;
-  o.kv_cache_bytes = int64_t(2048) * KvCache::bytes_per_block(real_model().config(), 16) / 2;  // f16: 2048 blocks
+std::unique_ptr<ModelRunner> runner_for(bool cuda, bool graphs, int32_t seqs) {
+  RunnerOptions o;
   o.max_num_seqs = seqs;
   o.cuda_graphs = graphs;
-  return std::make_unique<CudaLlamaRunner>(real_model(), o);
+  return real_runner(cuda ? "cuda" : "cpu", 2048, o);
 }
 
 void BM_Decode(benchmark::State& state) {
   const bool cuda = state.range(0) != 0, graphs = state.range(1) != 0;
   const int32_t seqs = int32_t(state.range(2));
-  if (cuda && kernels::cuda::device_count() == 0) {
+  if (cuda && kernels::cuda_device_count() == 0) {
     state.SkipWithError("no CUDA device");
     return;
   }
@@ -47,7 +43,7 @@ void BM_Decode(benchmark::State& state) {
     p.ignore_eos = true;
     reqs.push_back({"r" + std::to_string(i), prompt, p});
   }
-  const auto runner = make_runner(cuda, graphs, seqs);
+  const auto runner = runner_for(cuda, graphs, seqs);
   EngineConfig cfg;
   cfg.scheduler.max_num_seqs = seqs;
   cfg.scheduler.max_num_batched_tokens = std::max(512, seqs * kPromptTokens);

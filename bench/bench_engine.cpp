@@ -30,8 +30,8 @@ SamplingParams fixed_length(int32_t n) {
 
 // Runs all requests to completion; returns generated tokens.
 int64_t run(const std::vector<GenerateRequest>& reqs, const EngineConfig& cfg) {
-  LlamaRunner runner(real_model(), 2048, 16);
-  Engine engine(runner, real_model().tokenizer(), cfg);
+  const auto runner = real_runner("cpu", 2048);
+  Engine engine(*runner, real_model().tokenizer(), cfg);
   int64_t generated = 0;
   for (const GenerateRequest& r : reqs) {
     if (engine.submit(r, [&](const RequestOutput& o) { generated += int64_t(o.tokens.size()); })) std::abort();

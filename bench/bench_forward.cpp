@@ -26,9 +26,11 @@ std::vector<int32_t> some_tokens(int32_t n) {
 
 void BM_Prefill(benchmark::State& state) {
   const int32_t n = int32_t(state.range(0));
-  KvCache cache(real_model().config(), n / kBlockSize + 1, kBlockSize);
+  RunnerOptions o;
+  o.block_size = kBlockSize;
+  auto cache = real_runner("cpu", n / kBlockSize + 1, o);
   const SequenceInput seq{0, some_tokens(n), block_range(0, n / kBlockSize + 1), LogitRows::Last};
-  for (auto _ : state) benchmark::DoNotOptimize(real_model().forward(ForwardBatch{{seq}}, cache));
+  for (auto _ : state) benchmark::DoNotOptimize(cache->forward(ForwardBatch{{seq}}));
   state.SetItemsProcessed(state.iterations() * n);  // items = prompt tokens
 }
 BENCHMARK(BM_Prefill)->Arg(32)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -37,14 +39,16 @@ BENCHMARK(BM_Prefill)->Arg(32)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond
 void BM_Decode(benchmark::State& state) {
   const int32_t batch = int32_t(state.range(0)), context = int32_t(state.range(1));
   const int32_t blocks_per_seq = context / kBlockSize + 1;
-  KvCache cache(real_model().config(), batch * blocks_per_seq, kBlockSize);
+  RunnerOptions o;
+  o.block_size = kBlockSize;
+  auto cache = real_runner("cpu", batch * blocks_per_seq, o);
   ForwardBatch step;
   for (int32_t s = 0; s < batch; ++s) {
     SequenceInput prefill{0, some_tokens(context), block_range(s * blocks_per_seq, blocks_per_seq), LogitRows::None};
-    real_model().forward(ForwardBatch{{prefill}}, cache);
+    cache->forward(ForwardBatch{{prefill}});
     step.seqs.push_back({context, {42}, prefill.block_table, LogitRows::Last});
   }
-  for (auto _ : state) benchmark::DoNotOptimize(real_model().forward(step, cache));
+  for (auto _ : state) benchmark::DoNotOptimize(cache->forward(step));
   state.SetItemsProcessed(state.iterations() * batch);  // items = generated tokens
 }
 BENCHMARK(BM_Decode)

@@ -65,12 +65,13 @@ void BM_PagedAttention(benchmark::State& state) {
   const auto k_cache = random_floats(cache_floats, 3), v_cache = random_floats(cache_floats, 4);
   std::vector<int32_t> tables(size_t(num_seqs * blocks_per_seq));
   for (size_t i = 0; i < tables.size(); ++i) tables[i] = int32_t((i * 7919) % tables.size());  // scattered blocks
-  std::vector<AttentionSeq> seqs;
-  for (int32_t s = 0; s < num_seqs; ++s) seqs.push_back({s * nq, nq, ctx, &tables[size_t(s * blocks_per_seq)]});
+  std::vector<int32_t> query_start(size_t(num_seqs) + 1), context_lens(size_t(num_seqs), ctx);
+  for (int32_t s = 0; s <= num_seqs; ++s) query_start[size_t(s)] = s * nq;
+  const AttentionBatch batch{query_start.data(), context_lens.data(), tables.data(), num_seqs, blocks_per_seq, nq, ctx};
   const auto q = random_floats(size_t(num_seqs) * size_t(nq) * heads * layout.head_dim, 5);
   std::vector<float> out(q.size());
   for (auto _ : state) {
-    paged_attention(q.data(), k_cache.data(), v_cache.data(), layout, seqs.data(), num_seqs, heads, 0.125f, out.data());
+    paged_attention(q.data(), k_cache.data(), v_cache.data(), DType::F32, layout, batch, heads, 0.125f, out.data());
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }

@@ -2,8 +2,12 @@
 // (scripts/fetch_model.sh). Loaded once per process.
 #pragma once
 #include <cstdlib>
+#include <memory>
+#include <string>
 
 #include "model/llama_model.h"
+#include "model/llama_runner.h"
+#include "model/runner_factory.h"
 
 namespace flashserve {
 
@@ -13,6 +17,15 @@ inline const LlamaModel& real_model() {
     return LlamaModel::load(env && *env ? env : FLASHSERVE_DEFAULT_MODEL);
   }();
   return *m;
+}
+
+// The real model through the serving factory with exactly `blocks` KV blocks (f32 on the CPU, f16
+// on a GPU).
+inline std::unique_ptr<ModelRunner> real_runner(const std::string& device, int32_t blocks, RunnerOptions o = {}) {
+  o.device = device;
+  const auto kv_type = device == "cuda" ? kernels::DType::F16 : kernels::DType::F32;
+  o.kv_cache_bytes = blocks * int64_t(LlamaRunner::kv_block_bytes(real_model().config(), o.block_size, kv_type));
+  return make_runner(real_model(), o);
 }
 
 }  // namespace flashserve

@@ -27,11 +27,22 @@ constexpr int32_t kMoeMaxTopK = 8;
 void moe_route(const float* logits, int64_t num_tokens, int32_t num_experts, int32_t top_k, bool renormalize,
                const MoeRouting& out);
 
+// dst[ids[i]] = src[i] for rows of `dim` floats: each expert's outputs to their assignments' slots.
+void scatter_rows(const float* src, int64_t n, int64_t dim, const int32_t* ids, float* dst);
+
+// out[t] = sum_j weights[t * k + j] * rows[t * k + j], j = 0..k-1 in that order: a token's weighted
+// expert outputs summed in its own choice order, so batching and expert grouping move no bit.
+// rows: [n * k][dim], weights: [n * k], out: [n][dim].
+void weighted_sum_rows(const float* rows, const float* weights, int64_t n, int32_t k, int64_t dim, float* out);
+
 namespace cuda {
 // The same contract on device pointers (CUDA builds only), with scratch the caller provides.
 size_t moe_route_workspace_bytes(int64_t num_tokens, int32_t num_experts, int32_t top_k);
 void moe_route(const float* logits, int64_t num_tokens, int32_t num_experts, int32_t top_k, bool renormalize,
                const MoeRouting& out, void* workspace, CUstream_st* stream);
+void scatter_rows(const float* src, int64_t n, int64_t dim, const int32_t* ids, float* dst, CUstream_st* stream);
+void weighted_sum_rows(const float* rows, const float* weights, int64_t n, int32_t k, int64_t dim, float* out,
+                       CUstream_st* stream);
 }  // namespace cuda
 
 }  // namespace flashserve::kernels

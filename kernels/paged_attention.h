@@ -1,5 +1,5 @@
 // Attention over a paged KV cache. A layer's K and V caches are pools of blocks:
-// [num_blocks][block_size][num_kv_heads][head_dim] f32; a sequence's block_table lists the blocks
+// [num_blocks][block_size][num_kv_heads][head_dim] of the cache's element type; a sequence's block_table lists the blocks
 // holding its positions 0..context_len-1 in order (position p lives in block_table[p / block_size]
 // at offset p % block_size). A slot is block * block_size + offset.
 #pragma once
@@ -17,49 +17,45 @@ struct KvLayout {
   int32_t head_dim;
 };
 
-// Copies the new tokens' K and V rows into their slots.
-// k, v: [num_tokens][num_kv_heads][head_dim]; slot_mapping: [num_tokens].
-void kv_write(const KvLayout& layout, float* k_cache, float* v_cache, const float* k, const float* v,
-              const int32_t* slot_mapping, int64_t num_tokens);
-
-// One sequence's slice of a ragged batch: its queries are rows query_start .. query_start+num_queries-1
-// of q and out; query i sits at position context_len - num_queries + i and attends causally to
-// positions 0..that position (all already written to the cache).
-struct AttentionSeq {
-  int32_t query_start;
-  int32_t num_queries;
-  int32_t context_len;
-  const int32_t* block_table;
+// Which rows of q a sequence owns and which KV blocks hold its context: one descriptor for every
+// backend, in the backend's memory. Sequence s owns rows query_start[s] .. query_start[s+1]-1; row
+// i of them is at position context_lens[s] - num_queries + i and attends causally to positions
+// 0..that position, all already written to the cache (chunked prefill and prefix-cache hits need
+// nothing special). A sequence with context_len 0 is padding: its rows are left untouched.
+struct AttentionBatch {
+  const int32_t* query_start = nullptr;   // [num_seqs + 1]
+  const int32_t* context_lens = nullptr;  // [num_seqs]: positions 0 .. context_len-1, the new ones included
+  const int32_t* block_tables = nullptr;  // [num_seqs][max_blocks_per_seq]
+  int32_t num_seqs = 0;
+  int32_t max_blocks_per_seq = 0;
+  // Upper bounds over the batch, known on the host. A GPU sizes its grid by them; a recorded step
+  // (CUDA graph) keeps its grid, so the runner passes the model's limits there rather than the
+  // step's, and work beyond a sequence's extent exits. One query per sequence selects decoding.
+  int32_t max_num_queries = 0;
+  int32_t max_context_len = 0;
+  // > 0: sliding-window attention, each query sees only its last `window` positions (itself
+  // included). The CUDA kernels do not take a window yet (their backend refuses it).
+  int32_t window = 0;
 };
+
+// Copies the new tokens' K and V rows into their slots, rounded to nearest (even) `kv_type`.
+// k, v: [num_tokens][num_kv_heads][head_dim] f32; slot_mapping: [num_tokens]. A negative slot is
+// skipped, so padding rows can carry slot -1. The CPU stores F32 only (std::invalid_argument else).
+void kv_write(const KvLayout& layout, DType kv_type, void* k_cache, void* v_cache, const float* k, const float* v,
+              const int32_t* slot_mapping, int64_t num_tokens);
 
 // out[t][h] = sum_j softmax_j(scale * q[t][h] . K[j][h / group]) V[j][h / group],
 // group = num_heads / num_kv_heads (grouped-query attention).
-// q, out: [num_tokens][num_heads][head_dim]. Each (token, head) row is reduced over its positions
-// in ascending order, so results do not depend on batching or on how a prompt was chunked.
-void paged_attention(const float* q, const float* k_cache, const float* v_cache, const KvLayout& layout,
-                     const AttentionSeq* seqs, int32_t num_seqs, int32_t num_heads, float scale,
-                     float* out);
+// q, out: [num_tokens][num_heads][head_dim] f32; the caches hold `kv_type`, math is f32. Each
+// (token, head) row is reduced over its positions in ascending order, so results do not depend on
+// batching or on how a prompt was chunked.
+void paged_attention(const float* q, const void* k_cache, const void* v_cache, DType kv_type, const KvLayout& layout,
+                     const AttentionBatch& batch, int32_t num_heads, float scale, float* out);
 
 namespace cuda {
-// The CUDA twins (CUDA builds only). Same layout and causal rule as above, with two differences: the
-// caches hold F16 or BF16 (`kv_type`; q, k, v and out stay f32, math is f32), and a batch is
-// described by device arrays. All pointers are device memory; work is queued on `stream`. Head dims
-// 64 and 128 are supported. Shape errors throw std::invalid_argument, a failed launch
-// std::runtime_error.
-struct AttentionBatch {
-  const int32_t* query_start;   // [num_seqs + 1]: sequence s owns rows query_start[s] .. query_start[s+1]-1
-  const int32_t* context_lens;  // [num_seqs]: positions 0 .. context_len-1, the new ones included
-  const int32_t* block_tables;  // [num_seqs][max_blocks_per_seq]
-  int32_t num_seqs = 0;
-  int32_t max_blocks_per_seq = 0;
-  // Host-side upper bounds that size the grid. A CUDA graph captures the grid, so the engine passes
-  // the model's limits here rather than this step's, and blocks beyond a sequence's extent exit.
-  int32_t max_num_queries = 0;
-  int32_t max_context_len = 0;
-};
-
-// k, v: [num_tokens][num_kv_heads][head_dim] f32, rounded to nearest (even) kv_type as they are stored.
-// Tokens whose slot is negative are skipped, so the padding rows of a CUDA graph can carry slot -1.
+// The CUDA twins (CUDA builds only): the same contract with caches of F16 or BF16, device pointers,
+// work queued on `stream`. Head dims 64 and 128 are supported. Shape errors throw
+// std::invalid_argument, a failed launch std::runtime_error.
 void kv_write(const KvLayout& layout, DType kv_type, void* k_cache, void* v_cache, const float* k,
               const float* v, const int32_t* slot_mapping, int64_t num_tokens, CUstream_st* stream);
 

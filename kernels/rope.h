@@ -1,5 +1,6 @@
-// Rotary position embedding, GGML "normal" layout: rotates adjacent pairs (x[2i], x[2i+1]).
-// (GGUF Llama files permute Q/K rows at conversion so that this layout is the right one.)
+// Rotary position embedding. GGML's "normal" layout rotates adjacent pairs (x[2i], x[2i+1]) (GGUF
+// Llama files permute Q/K rows at conversion so that this layout is the right one); the "neox"
+// layout, which Qwen and Gemma files keep, rotates halves: pair i is (x[i], x[i + rot_dim/2]).
 #pragma once
 #include <cstdint>
 
@@ -12,6 +13,7 @@ struct RopeParams {
   float theta_base = 10000.0f;
   float freq_scale = 1.0f;             // linear scaling: angle = pos * freq_scale * theta_i
   const float* freq_factors = nullptr; // optional [rot_dim / 2]: theta_i divided by factor i (llama3)
+  bool neox = false;                   // pair i is (i, i + rot_dim / 2) instead of (2i, 2i + 1)
 };
 
 // theta_i = theta_base^(-2i / rot_dim); pair i of a head rotated by angle pos * freq_scale * theta_i.

@@ -1,5 +1,5 @@
-// Logits -> next token for a batch of rows, each with its own sampling parameters, with the same
-// rules as the scheduler's RequestSampler (which see): logit bias; repetition penalty over prompt
+// Logits -> next token for a batch of rows, each with its own sampling parameters. The rules, as
+// vLLM's: logit bias; repetition penalty over prompt
 // and output tokens; frequency and presence penalties over output tokens; then argmax (temperature
 // 0: lowest id on ties), or softmax(logits / temperature), top-k, top-p of the top-k survivors' mass,
 // min-p against the best token's probability, and a draw that walks the kept ids in ascending order
@@ -7,6 +7,8 @@
 // host: the caller passes each row's uniform, so a GPU draw and a CPU draw pick the same token.
 #pragma once
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 struct CUstream_st;  // cudaStream_t
 
@@ -36,6 +38,12 @@ struct SamplingRow {
 // logits: [num_rows][vocab], used as scratch (overwritten). tokens: [num_rows].
 void sample_rows(float* logits, int32_t num_rows, int32_t vocab, const SamplingRow* rows,
                  const TokenAdjust* adjusts, int32_t* tokens);
+
+// log p(token) under log_softmax(raw) -- the model's distribution, before bias, penalties and
+// temperature (vLLM's "raw_logprobs") -- and the top_n best (token, logprob), best first, lower id
+// on ties. A host function: runners bring the rows that ask for logprobs back to the host.
+void token_logprobs(const float* raw, int32_t vocab, int32_t token, int32_t top_n, float& logprob,
+                    std::vector<std::pair<int32_t, float>>& top);
 
 namespace cuda {
 // The same contract on device pointers (CUDA builds only): only `tokens` need come back to the host.

@@ -1,193 +1,142 @@
-// Each family is rendered exactly as its reference Jinja template renders plain text messages
-// (ChatML as in SmolLM2/Qwen2.5, Llama-3 Instruct, Llama-2 chat, Gemma 3).
 #include "model/chat_template.h"
 
-#include <algorithm>
-#include <initializer_list>
-#include <optional>
+#include <fstream>
+#include <sstream>
+
+#include "model/jinja/template.h"
 
 namespace flashserve {
 namespace {
 
-constexpr std::string_view kChatmlSystemOpen = "<|im_start|>system\n";
-constexpr std::string_view kChatmlClose = "<|im_end|>";
+// The built-in formats, written as templates of their own: each renders plain messages as the
+// family's official template does, and refuses (raise_exception) what the family cannot express.
+constexpr const char* kBuiltinChatML = R"({%- for m in messages -%}
+{%- if m.role not in ['system', 'user', 'assistant', 'tool'] -%}
+{{ raise_exception("ChatML chat format has no role '" ~ m.role ~ "'") }}
+{%- endif -%}
+{{ '<|im_start|>' ~ m.role ~ '\n' ~ m.content ~ '<|im_end|>\n' }}
+{%- endfor -%}
+{%- if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif -%})";
 
-bool contains(const std::string& s, std::string_view needle) { return s.find(needle) != std::string::npos; }
+constexpr const char* kBuiltinLlama3 = R"({%- for m in messages -%}
+{%- if m.role not in ['system', 'user', 'assistant', 'tool', 'ipython'] -%}
+{{ raise_exception("Llama-3 chat format has no role '" ~ m.role ~ "'") }}
+{%- endif -%}
+{%- if loop.first %}{{ bos_token }}{% endif -%}
+{{ '<|start_header_id|>' ~ m.role ~ '<|end_header_id|>\n\n' ~ (m.content | trim) ~ '<|eot_id|>' }}
+{%- endfor -%}
+{%- if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif -%})";
 
-// Jinja's `trim` and Python's str.strip().
-std::string strip(std::string_view s) {
-  constexpr std::string_view kSpace = " \t\n\r\v\f";
-  size_t begin = s.find_first_not_of(kSpace);
-  if (begin == std::string_view::npos) return {};
-  size_t end = s.find_last_not_of(kSpace);
-  return std::string(s.substr(begin, end - begin + 1));
-}
+// Llama-2 and Gemma: an optional system message, then user/assistant turns alternating.
+constexpr const char* kAlternation = R"({%- set system = messages[0].content if messages and messages[0].role == 'system' else none -%}
+{%- set turns = messages[1:] if system is not none else messages -%}
+{%- for m in turns -%}
+{%- if m.role != (['user', 'assistant'][loop.index0 % 2]) -%}
+{{ raise_exception(FAMILY ~ " chat format needs user/assistant turns alternating, starting with user (after an optional system message); message " ~ loop.index0 ~ " is '" ~ m.role ~ "'") }}
+{%- endif -%}
+{%- endfor -%})";
 
-// Reads the Jinja string literal whose opening quote is at source[pos]; leaves pos after it.
-std::string read_literal(const std::string& source, size_t& pos) {
-  const char quote = source[pos++];
-  std::string out;
-  while (pos < source.size() && source[pos] != quote) {
-    char c = source[pos++];
-    if (c == '\\' && pos < source.size()) {
-      char e = source[pos++];
-      out += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;
-    } else {
-      out += c;
-    }
+constexpr const char* kBuiltinLlama2 = R"({%- for m in turns -%}
+{%- set content = ('<<SYS>>\n' ~ system ~ '\n<</SYS>>\n\n' ~ m.content) if loop.first and system is not none else m.content -%}
+{%- if m.role == 'user' -%}
+{{ bos_token ~ '[INST] ' ~ (content | trim) ~ ' [/INST]' }}
+{%- else -%}
+{{ ' ' ~ (content | trim) ~ ' ' ~ eos_token }}
+{%- endif -%}
+{%- endfor -%})";
+
+constexpr const char* kBuiltinGemma = R"({{ bos_token }}
+{%- for m in turns -%}
+{{ '<start_of_turn>' ~ ('model' if m.role == 'assistant' else 'user') ~ '\n' }}
+{%- if loop.first and system is not none %}{{ system ~ '\n\n' }}{% endif -%}
+{{ (m.content | trim) ~ '<end_of_turn>\n' }}
+{%- endfor -%}
+{%- if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif -%})";
+
+std::string builtin_source(ChatFormat format) {
+  switch (format) {
+    case ChatFormat::ChatML: return kBuiltinChatML;
+    case ChatFormat::Llama3: return kBuiltinLlama3;
+    case ChatFormat::Llama2: return "{%- set FAMILY = 'Llama-2' -%}" + std::string(kAlternation) + kBuiltinLlama2;
+    case ChatFormat::Gemma: return "{%- set FAMILY = 'Gemma' -%}" + std::string(kAlternation) + kBuiltinGemma;
+    case ChatFormat::Template: break;
   }
-  ++pos;  // closing quote
-  return out;
-}
-
-// String literals inside {{ }} and {% %} tags; literal text outside tags is output, not code, and
-// may contain stray quotes.
-std::vector<std::string> jinja_literals(const std::string& source) {
-  std::vector<std::string> literals;
-  size_t pos = 0;
-  while ((pos = source.find('{', pos)) != std::string::npos) {
-    if (pos + 1 >= source.size() || (source[pos + 1] != '{' && source[pos + 1] != '%')) {
-      ++pos;
-      continue;
-    }
-    const std::string_view close = source[pos + 1] == '{' ? "}}" : "%}";
-    pos += 2;
-    while (pos < source.size() && source.compare(pos, 2, close) != 0) {
-      if (source[pos] == '\'' || source[pos] == '"') {
-        literals.push_back(read_literal(source, pos));
-      } else {
-        ++pos;
-      }
-    }
-  }
-  return literals;
-}
-
-// ChatML templates that insert a system turn when the conversation has none spell it as one
-// literal, "<|im_start|>system\n...<|im_end|>\n" (SmolLM2, Qwen2.5); its middle is the default.
-std::string chatml_default_system(const std::string& source) {
-  for (const std::string& lit : jinja_literals(source)) {
-    if (!lit.starts_with(kChatmlSystemOpen)) continue;
-    size_t end = lit.find(kChatmlClose, kChatmlSystemOpen.size());
-    if (end == std::string::npos || end == kChatmlSystemOpen.size()) continue;
-    return lit.substr(kChatmlSystemOpen.size(), end - kChatmlSystemOpen.size());
-  }
-  return {};
-}
-
-void require_role(const ChatMessage& m, std::initializer_list<std::string_view> allowed, const char* family) {
-  if (std::find(allowed.begin(), allowed.end(), m.role) == allowed.end()) {
-    throw std::invalid_argument(std::string(family) + " chat format has no role '" + m.role + "'");
-  }
-}
-
-// Llama-2 and Gemma: an optional leading system message, then user/assistant turns in strict
-// alternation starting with the user. Returns the system text (nullopt if none) and the turns.
-std::pair<std::optional<std::string>, std::vector<ChatMessage>> split_alternating(
-    const std::vector<ChatMessage>& messages, const char* family) {
-  std::optional<std::string> system;
-  auto first = messages.begin();
-  if (first != messages.end() && first->role == "system") system = (first++)->content;
-  std::vector<ChatMessage> turns(first, messages.end());
-  for (size_t i = 0; i < turns.size(); ++i) {
-    const char* expected = i % 2 == 0 ? "user" : "assistant";
-    if (turns[i].role != expected) {
-      throw std::invalid_argument(std::string(family) + " chat format needs user/assistant turns alternating, "
-                                  "starting with user (after an optional system message); message " +
-                                  std::to_string(i) + " is '" + turns[i].role + "'");
-    }
-  }
-  return {system, turns};
-}
-
-std::string render_chatml(const std::vector<ChatMessage>& messages, const std::string& default_system, bool gen) {
-  std::string out;
-  if (!default_system.empty() && !messages.empty() && messages.front().role != "system") {
-    out.append(kChatmlSystemOpen).append(default_system).append(kChatmlClose).append("\n");
-  }
-  for (const auto& m : messages) {
-    require_role(m, {"system", "user", "assistant", "tool"}, "ChatML");
-    out.append("<|im_start|>").append(m.role).append("\n").append(m.content).append(kChatmlClose).append("\n");
-  }
-  if (gen) out += "<|im_start|>assistant\n";
-  return out;
-}
-
-std::string render_llama3(const std::vector<ChatMessage>& messages, const std::string& bos, bool gen) {
-  std::string out;
-  if (!messages.empty()) out += bos;
-  for (const auto& m : messages) {
-    require_role(m, {"system", "user", "assistant", "tool"}, "Llama-3");
-    out.append("<|start_header_id|>").append(m.role).append("<|end_header_id|>\n\n");
-    out.append(strip(m.content)).append("<|eot_id|>");
-  }
-  if (gen) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-  return out;
-}
-
-// The prompt always ends ready for the assistant, so there is no separate generation prompt.
-std::string render_llama2(const std::vector<ChatMessage>& messages, const std::string& bos, const std::string& eos) {
-  auto [system, turns] = split_alternating(messages, "Llama-2");
-  std::string out;
-  for (size_t i = 0; i < turns.size(); ++i) {
-    std::string content = turns[i].content;
-    if (i == 0 && system) content = "<<SYS>>\n" + *system + "\n<</SYS>>\n\n" + content;
-    if (turns[i].role == "user") {
-      out.append(bos).append("[INST] ").append(strip(content)).append(" [/INST]");
-    } else {
-      out.append(" ").append(strip(content)).append(" ").append(eos);
-    }
-  }
-  return out;
-}
-
-// Gemma has no system role: the system text opens the first user turn.
-std::string render_gemma(const std::vector<ChatMessage>& messages, const std::string& bos, bool gen) {
-  auto [system, turns] = split_alternating(messages, "Gemma");
-  std::string out = bos;
-  for (size_t i = 0; i < turns.size(); ++i) {
-    out.append("<start_of_turn>").append(turns[i].role == "assistant" ? "model" : "user").append("\n");
-    if (i == 0 && system) out.append(*system).append("\n\n");
-    out.append(strip(turns[i].content)).append("<end_of_turn>\n");
-  }
-  if (gen) out += "<start_of_turn>model\n";
-  return out;
+  throw std::invalid_argument("ChatTemplate::builtin needs a built-in format");
 }
 
 }  // namespace
 
 ChatTemplate ChatTemplate::from_source(const std::string& jinja_source, const std::string& bos_text,
                                        const std::string& eos_text) {
+  if (jinja_source.empty()) throw UnsupportedTemplate("the model has no chat template");
   ChatTemplate t;
+  try {
+    t.template_ = std::make_shared<const jinja::Template>(jinja::Template::parse(jinja_source));
+  } catch (const jinja::TemplateError& e) {
+    throw UnsupportedTemplate(std::string("the chat template does not parse: ") + e.what());
+  }
+  t.format_ = ChatFormat::Template;
+  t.source_ = jinja_source;
   t.bos_text_ = bos_text;
   t.eos_text_ = eos_text;
-  if (contains(jinja_source, "<|start_header_id|>")) {
-    t.format_ = ChatFormat::Llama3;
-  } else if (contains(jinja_source, "<|im_start|>")) {
-    t.format_ = ChatFormat::ChatML;
-    t.default_system_ = chatml_default_system(jinja_source);
-  } else if (contains(jinja_source, "<start_of_turn>")) {
-    t.format_ = ChatFormat::Gemma;
-  } else if (contains(jinja_source, "[INST]") && contains(jinja_source, "<<SYS>>")) {
-    t.format_ = ChatFormat::Llama2;
-  } else {
-    throw UnsupportedTemplate(
-        jinja_source.empty()
-            ? "the model has no chat template"
-            : "unsupported chat template: recognised families are ChatML (<|im_start|>), Llama-3 "
-              "(<|start_header_id|>), Llama-2 ([INST] with <<SYS>>) and Gemma (<start_of_turn>)");
-  }
   return t;
 }
 
-std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
-  switch (format_) {
-    case ChatFormat::ChatML: return render_chatml(messages, default_system_, add_generation_prompt);
-    case ChatFormat::Llama3: return render_llama3(messages, bos_text_, add_generation_prompt);
-    case ChatFormat::Llama2: return render_llama2(messages, bos_text_, eos_text_);
-    case ChatFormat::Gemma: return render_gemma(messages, bos_text_, add_generation_prompt);
+ChatTemplate ChatTemplate::from_file(const std::string& path, const std::string& bos_text, const std::string& eos_text) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UnsupportedTemplate("cannot read the chat template file '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw UnsupportedTemplate("cannot read the chat template file '" + path + "'");
+  try {
+    return from_source(text.str(), bos_text, eos_text);
+  } catch (const UnsupportedTemplate& e) {
+    throw UnsupportedTemplate(path + ": " + e.what());
   }
-  return {};
+}
+
+ChatTemplate ChatTemplate::builtin(ChatFormat format, const std::string& bos_text, const std::string& eos_text) {
+  ChatTemplate t = from_source(builtin_source(format), bos_text, eos_text);
+  t.format_ = format;
+  return t;
+}
+
+std::optional<ChatFormat> ChatTemplate::guess_builtin(const std::function<bool(const std::string&)>& is_token) {
+  if (is_token("<|start_header_id|>")) return ChatFormat::Llama3;
+  if (is_token("<|im_start|>")) return ChatFormat::ChatML;
+  if (is_token("<start_of_turn>")) return ChatFormat::Gemma;
+  if (is_token("[INST]")) return ChatFormat::Llama2;
+  return std::nullopt;
+}
+
+std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const ChatMessage& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
+  return render(list, add_generation_prompt);
+}
+
+std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                 const nlohmann::ordered_json& tools, const nlohmann::ordered_json& extra) const {
+  try {
+    jinja::Budget budget(limits_);
+    // What transformers passes: messages, tools and documents (None when absent),
+    // add_generation_prompt, the special tokens, then the caller's extra variables.
+    std::vector<std::pair<std::string, jinja::Value>> vars = {
+        {"messages", jinja::from_json(messages, budget)},
+        {"tools", jinja::from_json(tools, budget)},
+        {"documents", jinja::Value::none()},
+        {"add_generation_prompt", jinja::Value::boolean(add_generation_prompt)},
+        {"bos_token", jinja::Value::string(bos_text_)},
+        {"eos_token", jinja::Value::string(eos_text_)},
+    };
+    if (extra.is_object()) {
+      for (auto it = extra.begin(); it != extra.end(); ++it) vars.emplace_back(it.key(), jinja::from_json(it.value(), budget));
+    }
+    return template_->render(vars, limits_);
+  } catch (const jinja::TemplateError& e) {
+    if (e.kind() == jinja::ErrorKind::Raised) throw ChatTemplateError(e.message());
+    throw ChatTemplateError(std::string("chat template: ") + e.what());
+  }
 }
 
 }  // namespace flashserve

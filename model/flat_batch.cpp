@@ -48,7 +48,7 @@ FlatBatch flatten(const ForwardBatch& batch, const ModelConfig& cfg, int32_t blo
       fb.positions.push_back(pos);
       fb.slot_mapping.push_back(s.block_table[pos / bs] * bs + pos % bs);
     }
-    fb.attn_seqs.push_back({start, n, s.num_computed_tokens + n, s.block_table.data()});
+    fb.seqs.push_back({start, n, s.num_computed_tokens + n, s.block_table.data()});
     out.first_row.push_back(int32_t(fb.logit_rows.size()));
     const int32_t first = s.logits == LogitRows::All ? 0 : s.logits == LogitRows::Last ? n - 1 : n;
     out.num_rows.push_back(n - first);

@@ -4,17 +4,24 @@
 #pragma once
 #include <cstdint>
 #include <vector>
-#include "kernels/paged_attention.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
 
 namespace flashserve {
 
+// One sequence's rows of the flattened batch and its KV blocks.
+struct SeqSpan {
+  int32_t query_start;
+  int32_t num_queries;
+  int32_t context_len;  // positions 0 .. context_len-1, the new ones included
+  const int32_t* block_table;
+};
+
 struct FlatBatch {
   std::vector<int32_t> token_ids;     // [num_tokens]
   std::vector<int32_t> positions;     // [num_tokens]
   std::vector<int32_t> slot_mapping;  // [num_tokens]: where each token's K/V goes
-  std::vector<kernels::AttentionSeq> attn_seqs;
+  std::vector<SeqSpan> seqs;
   std::vector<int32_t> logit_rows;    // token rows to compute logits for
 };
 

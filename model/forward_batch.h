@@ -2,7 +2,9 @@
 // (a whole prompt, a chunk of one, or a single decode token) on top of what its KV cache holds.
 // Prefill and decode are the same thing here: num_computed_tokens catching up to the token count.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 #include "kernels/sampling.h"
 
@@ -12,12 +14,20 @@ namespace flashserve {
 // chunk that does not reach the end of the prompt asks for none.
 enum class LogitRows { Last, All, None };
 
-// A sequence whose next token the runner picks itself (runners that samples_on_device()): the
-// request's parameters, this step's uniform and the tokens its bias and history touch, so only the
-// token crosses back to the host instead of a vocabulary-sized row of logits.
-struct DeviceSampling {
+// What the runner needs to pick a sequence's next token: the request's parameters, this step's
+// uniform and the tokens its bias and history touch (the request's RNG and history stay with the
+// scheduler's RequestSampler), and how many logprobs to return. Runners sample where the logits
+// are, so only tokens cross back to the host.
+struct SamplingStep {
   kernels::SamplingRow row;  // adjust_begin / adjust_end index `adjusts`
   std::vector<kernels::TokenAdjust> adjusts;
+  int32_t logprobs = -1;     // -1: none; n >= 0: the token's logprob and the n best
+};
+
+struct SampledToken {
+  int32_t token = -1;
+  float logprob = 0.0f;                                 // log p of token under the raw logits (if asked)
+  std::vector<std::pair<int32_t, float>> top_logprobs;  // the asked-for best (token, logprob), best first
 };
 
 struct SequenceInput {
@@ -30,17 +40,17 @@ struct SequenceInput {
 
 struct ForwardBatch {
   std::vector<SequenceInput> seqs;
-  std::vector<DeviceSampling> samples{};  // what SequenceInput::sample points at
+  std::vector<SamplingStep> samples{};  // what SequenceInput::sample points at
 };
 
 struct ForwardOutput {
   int32_t vocab_size = 0;
-  std::vector<float> logits;            // [num_rows][vocab_size]
+  // [num_rows][vocab_size], only when a sequence that is not sampled has logit rows (tests and
+  // tools read logits; the engine samples every row it asks for).
+  std::vector<float> logits;
   std::vector<int32_t> first_row;       // per sequence: its first row in logits
   std::vector<int32_t> num_rows;        // per sequence: 1, 0, or its new token count (LogitRows)
-  // Per sequence: the token picked on the device (SequenceInput::sample), else -1. The logits of
-  // such a sequence's row need not come back: read only rows of sequences sampled on the host.
-  std::vector<int32_t> sampled;
+  std::vector<SampledToken> sampled;    // per sequence: token -1 unless SequenceInput::sample was set
 
   const float* row(int32_t seq, int32_t i = 0) const {
     return logits.data() + size_t(first_row[seq] + i) * vocab_size;

@@ -1,153 +1,128 @@
-// One forward step over a ragged batch. All sequences' new tokens are flattened into rows
-// [num_tokens][...]; every op is row-wise except attention, which reads each sequence's own KV
-// blocks. No op reduces across rows, so a row's result does not depend on what else is batched;
-// mixture-of-experts layers regroup rows by expert but still compute and sum each row alone.
-#include <algorithm>
+// The layer sequence of the Llama family, written once against the backend contract: embedding
+// (Gemma 3: scaled), then per layer RMSNorm, Q/K/V (Qwen2: biased; Qwen3, Gemma 3: per-head Q/K
+// norms), RoPE, paged attention (Gemma 3's local layers: a sliding window), output projection
+// (Gemma 3: normed), RMSNorm and a SwiGLU or GeGLU MLP or a mixture of SwiGLU experts (Gemma 3:
+// normed), with the residual add fused into the next norm; then the final norm and the LM head for
+// the rows that need logits. Every op is row-wise except attention, which reads each sequence's own
+// KV blocks, so a row's result does not depend on what else is batched.
 #include <cmath>
 
-#include "kernels/matmul.h"
-#include "kernels/moe_routing.h"
-#include "kernels/paged_attention.h"
-#include "kernels/rmsnorm.h"
-#include "kernels/rope.h"
-#include "kernels/swiglu.h"
-#include "model/flat_batch.h"
-#include "model/llama_model.h"
+#include "model/llama_runner_state.h"
 
 namespace flashserve {
-namespace {
 
-void linear(const float* x, int64_t num_tokens, const WeightMatrix& w, float* y) {
-  kernels::matmul(x, num_tokens, w.cols, w.data, w.type, w.rows, y);
+using kernels::DType;
+
+BackendMatrix BackendExperts::expert(int64_t e) const {
+  const size_t bytes = size_t(rows) * kernels::row_bytes(type, cols);
+  return BackendMatrix{static_cast<const char*>(data) + size_t(e) * bytes, type, rows, cols};
 }
 
-void add_in_place(float* x, const float* y, size_t n) {
-  for (size_t i = 0; i < n; ++i) x[i] += y[i];
+void LlamaRunner::State::linear(const float* in, int64_t tokens, const BackendMatrix& w, float* out) {
+  be->matmul(in, tokens, w.data, w.type, w.rows, w.cols, out);
 }
 
-// Scratch activations for one step, all [num_tokens][...].
-struct Activations {
-  Activations(int64_t t, const ModelConfig& c)
-      : x(t * c.dim), h(t * c.dim), q(t * c.num_heads * c.head_dim), k(t * c.num_kv_heads * c.head_dim),
-        v(k.size()), attn(q.size()), gate(t * c.ffn_dim), up(gate.size()) {}
-  std::vector<float> x, h, q, k, v, attn, gate, up;
-};
-
-// Mixture-of-experts scratch for one step; empty for a dense model.
-struct MoeScratch {
-  MoeScratch(int64_t t, const ModelConfig& c)
-      : logits(t * c.num_experts), weights(t * c.num_experts_used), ids(weights.size()),
-        offsets(c.num_experts + 1), sorted(weights.size()), rows(c.is_moe() ? t * c.dim : 0),
-        per_choice(weights.size() * c.dim) {}
-  std::vector<float> logits, weights;
-  std::vector<int32_t> ids, offsets, sorted;
-  std::vector<float> rows;        // [tokens routed to one expert][dim]: their inputs, then its outputs
-  std::vector<float> per_choice;  // [num_tokens][top_k][dim]: each assignment's expert output
-};
-
-// The SwiGLU MLP, a.h -> a.h.
-void dense_ffn(const LayerWeights& l, int64_t T, Activations& a) {
-  linear(a.h.data(), T, l.w_gate, a.gate.data());
-  linear(a.h.data(), T, l.w_up, a.up.data());
-  kernels::swiglu(a.gate.data(), a.up.data(), a.gate.data(), a.gate.size());
-  linear(a.gate.data(), T, l.w_down, a.h.data());
+// The gated MLP (SwiGLU, or Gemma's GeGLU), h -> tmp.
+void LlamaRunner::State::dense_ffn(const BackendLayer& l, int64_t T) {
+  linear(h.get<float>(), T, l.w_gate, gate.get<float>());
+  linear(h.get<float>(), T, l.w_up, up.get<float>());
+  if (cfg.geglu) {
+    be->geglu(gate.get<float>(), up.get<float>(), gate.get<float>(), T * cfg.ffn_dim);
+  } else {
+    be->swiglu(gate.get<float>(), up.get<float>(), gate.get<float>(), T * cfg.ffn_dim);
+  }
+  linear(gate.get<float>(), T, l.w_down, tmp.get<float>());
 }
 
-// Gathers the rows routed to expert e (assignment / top_k is the token), runs its MLP on them
-// together, and scatters each result to its assignment's slot in per_choice.
-void run_expert(const MoeWeights& w, int32_t e, const int32_t* assignments, int64_t n, const ModelConfig& c,
-                Activations& a, MoeScratch& s) {
-  const int32_t top_k = c.num_experts_used;
-  for (int64_t i = 0; i < n; ++i) {
-    std::copy_n(a.h.data() + int64_t(assignments[i] / top_k) * c.dim, c.dim, s.rows.data() + i * c.dim);
+// Mixtral's FFN, h -> tmp: softmax over the router logits, top-k experts renormalised. Each expert
+// multiplies the rows routed to it together; which rows those are is read back to the host, so a
+// step of a mixture model is never recorded.
+void LlamaRunner::State::moe_ffn(const BackendLayer& l, int64_t T) {
+  const int32_t E = cfg.num_experts, K = cfg.num_experts_used;
+  linear(h.get<float>(), T, l.router, router_logits.get<float>());
+  be->moe_route(router_logits.get<float>(), T, E, K, /*renormalize=*/true,
+                {topk_ids.get<int32_t>(), topk_weights.get<float>(), expert_offsets.get<int32_t>(), sorted.get<int32_t>()});
+  const int64_t A = T * K;  // assignments
+  be->copy_out(host_offsets.data(), expert_offsets.get(), size_t(E + 1) * sizeof(int32_t));
+  be->copy_out(host_sorted.data(), sorted.get(), size_t(A) * sizeof(int32_t));
+  be->synchronize();
+  for (int64_t a = 0; a < A; ++a) host_tokens[a] = host_sorted[a] / K;
+  be->copy_in(assignment_tokens.get(), host_tokens.data(), size_t(A) * sizeof(int32_t));
+  for (int32_t e = 0; e < E; ++e) {
+    const int32_t begin = host_offsets[e], n = host_offsets[e + 1] - begin;
+    if (n == 0) continue;
+    be->get_rows(h.get<float>(), DType::F32, cfg.dim, assignment_tokens.get<int32_t>() + begin, n, expert_in.get<float>());
+    linear(expert_in.get<float>(), n, l.gate_exps.expert(e), gate.get<float>());
+    linear(expert_in.get<float>(), n, l.up_exps.expert(e), up.get<float>());
+    be->swiglu(gate.get<float>(), up.get<float>(), gate.get<float>(), int64_t(n) * cfg.ffn_dim);
+    linear(gate.get<float>(), n, l.down_exps.expert(e), expert_out.get<float>());
+    be->scatter_rows(expert_out.get<float>(), n, cfg.dim, sorted.get<int32_t>() + begin, per_choice.get<float>());
   }
-  linear(s.rows.data(), n, w.gate.expert(e), a.gate.data());
-  linear(s.rows.data(), n, w.up.expert(e), a.up.data());
-  kernels::swiglu(a.gate.data(), a.up.data(), a.gate.data(), n * c.ffn_dim);
-  linear(a.gate.data(), n, w.down.expert(e), s.rows.data());
-  for (int64_t i = 0; i < n; ++i) {
-    std::copy_n(s.rows.data() + i * c.dim, c.dim, s.per_choice.data() + int64_t(assignments[i]) * c.dim);
-  }
+  be->weighted_sum_rows(per_choice.get<float>(), topk_weights.get<float>(), T, K, cfg.dim, tmp.get<float>());
 }
 
-// Sums each token's weighted expert outputs from their slots in choice order j = 0..top_k-1: that
-// order belongs to the token alone, not to how experts were grouped or scheduled, so batching
-// cannot move a bit (float addition is not associative).
-void sum_choices(const MoeScratch& s, int64_t T, const ModelConfig& c, float* out) {
-  const int32_t top_k = c.num_experts_used;
-  for (int64_t t = 0; t < T; ++t) {
-    float* o = out + t * c.dim;
-    std::fill_n(o, c.dim, 0.0f);
-    for (int32_t j = 0; j < top_k; ++j) {
-      const int64_t a = t * top_k + j;
-      const float* r = s.per_choice.data() + a * c.dim;
-      for (int32_t i = 0; i < c.dim; ++i) o[i] += s.weights[a] * r[i];
-    }
+void LlamaRunner::State::enqueue_layer(int32_t li, const StepShape& shape, const InputLayout& at) {
+  const BackendLayer& l = layers[li];
+  const int64_t T = shape.tokens;
+  const int32_t* in = inputs.get<int32_t>();
+  const kernels::KvCacheView kv{k_cache[li].get(), v_cache[li].get(), opt.kv_type,
+                                {opt.block_size, cfg.num_kv_heads, cfg.head_dim}};
+  // Gemma 3's local layers: a sliding window, their own RoPE base, no RoPE scaling.
+  const bool local = cfg.is_local_layer(li);
+  const kernels::RopeParams rope{cfg.rope_dim, local ? cfg.rope_theta_local : cfg.rope_theta,
+                                 local ? 1.0f : cfg.rope_freq_scale, rope_freq_factors, cfg.rope_neox};
+  const float scale = 1.0f / std::sqrt(float(cfg.head_dim));
+
+  // The previous layer's FFN output (in tmp) joins the residual stream as this layer's norm reads it.
+  if (li == 0) {
+    be->rmsnorm(x.get<float>(), l.attn_norm, h.get<float>(), T, cfg.dim, cfg.rms_eps);
+  } else {
+    be->add_rmsnorm(x.get<float>(), tmp.get<float>(), l.attn_norm, h.get<float>(), T, cfg.dim, cfg.rms_eps);
   }
+  linear(h.get<float>(), T, l.wq, q.get<float>());
+  linear(h.get<float>(), T, l.wk, k.get<float>());
+  linear(h.get<float>(), T, l.wv, v.get<float>());
+  if (l.bq) {
+    be->add_bias(q.get<float>(), l.bq, T, l.wq.rows);
+    be->add_bias(k.get<float>(), l.bk, T, l.wk.rows);
+    be->add_bias(v.get<float>(), l.bv, T, l.wv.rows);
+  }
+  if (l.q_norm) {  // each head's Q and K normalised on their own, before RoPE
+    be->rmsnorm(q.get<float>(), l.q_norm, q.get<float>(), T * cfg.num_heads, cfg.head_dim, cfg.rms_eps);
+    be->rmsnorm(k.get<float>(), l.k_norm, k.get<float>(), T * cfg.num_kv_heads, cfg.head_dim, cfg.rms_eps);
+  }
+  be->rope(q.get<float>(), in + at.positions, T, cfg.num_heads, cfg.head_dim, rope);
+  be->rope(k.get<float>(), in + at.positions, T, cfg.num_kv_heads, cfg.head_dim, rope);
+  be->kv_write(kv, k.get<float>(), v.get<float>(), in + at.slots, T);
+  const kernels::AttentionBatch batch{in + at.query_start, in + at.context_lens,   in + at.block_tables,
+                                      shape.seqs,          table_stride,            shape.max_num_queries,
+                                      shape.max_context_len, local ? cfg.sliding_window : 0};
+  be->attention(q.get<float>(), kv, batch, cfg.num_heads, scale, attn.get<float>());
+  linear(attn.get<float>(), T, l.wo, tmp.get<float>());
+  if (l.post_attn_norm) be->rmsnorm(tmp.get<float>(), l.post_attn_norm, tmp.get<float>(), T, cfg.dim, cfg.rms_eps);
+
+  be->add_rmsnorm(x.get<float>(), tmp.get<float>(), l.ffn_norm, h.get<float>(), T, cfg.dim, cfg.rms_eps);
+  if (cfg.is_moe()) {
+    moe_ffn(l, T);
+  } else {
+    dense_ffn(l, T);
+  }
+  if (l.post_ffn_norm) be->rmsnorm(tmp.get<float>(), l.post_ffn_norm, tmp.get<float>(), T, cfg.dim, cfg.rms_eps);
 }
 
-// Mixtral's FFN, a.h -> a.h: softmax over the router logits, top-k experts renormalised.
-void moe_ffn(const MoeWeights& w, int64_t T, const ModelConfig& c, Activations& a, MoeScratch& s) {
-  linear(a.h.data(), T, w.router, s.logits.data());
-  kernels::moe_route(s.logits.data(), T, c.num_experts, c.num_experts_used, /*renormalize=*/true,
-                     {s.ids.data(), s.weights.data(), s.offsets.data(), s.sorted.data()});
-  for (int32_t e = 0; e < c.num_experts; ++e) {
-    const int32_t begin = s.offsets[e], n = s.offsets[e + 1] - begin;
-    if (n > 0) run_expert(w, e, s.sorted.data() + begin, n, c, a, s);
-  }
-  sum_choices(s, T, c, a.h.data());
-}
-
-}  // namespace
-
-ForwardOutput LlamaModel::forward(const ForwardBatch& batch, KvCache& cache) const {
-  const ModelConfig& c = cfg_;
-  ForwardOutput out;
-  const FlatBatch fb = flatten(batch, c, cache.block_size(), cache.num_blocks(), out);
-  const int64_t T = int64_t(fb.token_ids.size());
-  Activations a(T, c);
-  MoeScratch moe(T, c);
-
-  for (int64_t t = 0; t < T; ++t) {
-    kernels::get_row(token_embd_.data, token_embd_.type, c.dim, fb.token_ids[t], a.x.data() + t * c.dim);
-  }
-  const kernels::RopeParams rope{c.rope_dim, c.rope_theta, c.rope_freq_scale,
-                                 rope_freq_factors_.empty() ? nullptr : rope_freq_factors_.data()};
-  const float scale = 1.0f / std::sqrt(float(c.head_dim));
-
-  for (int32_t li = 0; li < c.num_layers; ++li) {
-    const LayerWeights& l = layers_[li];
-    kernels::rmsnorm(a.x.data(), l.attn_norm.data(), a.h.data(), T, c.dim, c.rms_eps);
-    linear(a.h.data(), T, l.wq, a.q.data());
-    linear(a.h.data(), T, l.wk, a.k.data());
-    linear(a.h.data(), T, l.wv, a.v.data());
-    kernels::rope(a.q.data(), fb.positions.data(), T, c.num_heads, c.head_dim, rope);
-    kernels::rope(a.k.data(), fb.positions.data(), T, c.num_kv_heads, c.head_dim, rope);
-    kernels::kv_write(cache.layout(), cache.k(li), cache.v(li), a.k.data(), a.v.data(), fb.slot_mapping.data(), T);
-    kernels::paged_attention(a.q.data(), cache.k(li), cache.v(li), cache.layout(), fb.attn_seqs.data(),
-                             int32_t(fb.attn_seqs.size()), c.num_heads, scale, a.attn.data());
-    linear(a.attn.data(), T, l.wo, a.h.data());
-    add_in_place(a.x.data(), a.h.data(), a.x.size());
-
-    kernels::rmsnorm(a.x.data(), l.ffn_norm.data(), a.h.data(), T, c.dim, c.rms_eps);
-    if (c.is_moe()) {
-      moe_ffn(l.moe, T, c, a, moe);
-    } else {
-      dense_ffn(l, T, a);
-    }
-    add_in_place(a.x.data(), a.h.data(), a.x.size());
-  }
-
-  const int64_t R = int64_t(fb.logit_rows.size());
-  if (R == 0) return out;
-  std::vector<float> last(R * c.dim);
-  for (int64_t r = 0; r < R; ++r) {
-    std::copy_n(a.x.data() + int64_t(fb.logit_rows[r]) * c.dim, c.dim, last.data() + r * c.dim);
-  }
-  kernels::rmsnorm(last.data(), output_norm_.data(), last.data(), R, c.dim, c.rms_eps);
-  out.logits.resize(size_t(R) * c.vocab_size);
-  linear(last.data(), R, output_, out.logits.data());
-  return out;
+// The whole step, inputs already in `inputs`. Launches only -- no allocation, and no host sync for
+// a dense model -- so the same call records a decode step.
+void LlamaRunner::State::enqueue(const StepShape& shape) {
+  const InputLayout at(shape.tokens, shape.logit_rows, shape.seqs, table_stride);
+  const int32_t* in = inputs.get<int32_t>();
+  be->get_rows(token_embd.data, token_embd.type, cfg.dim, in + at.token_ids, shape.tokens, x.get<float>());
+  if (cfg.embed_scale != 1.0f) be->scale(x.get<float>(), cfg.embed_scale, int64_t(shape.tokens) * cfg.dim);
+  for (int32_t li = 0; li < cfg.num_layers; ++li) enqueue_layer(li, shape, at);
+  if (shape.logit_rows == 0) return;
+  // Final norm over every row (cheap next to the LM head), then only the logit rows go on.
+  be->add_rmsnorm(x.get<float>(), tmp.get<float>(), output_norm, h.get<float>(), shape.tokens, cfg.dim, cfg.rms_eps);
+  be->get_rows(h.get<float>(), DType::F32, cfg.dim, in + at.logit_rows, shape.logit_rows, last.get<float>());
+  linear(last.get<float>(), shape.logit_rows, output, logits.get<float>());
 }
 
 }  // namespace flashserve

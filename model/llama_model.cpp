@@ -2,6 +2,7 @@
 // expected shape so that forward() never meets a surprise.
 #include "model/llama_model.h"
 
+#include <algorithm>
 #include <string>
 
 namespace flashserve {
@@ -77,7 +78,9 @@ void LlamaModel::bind_weights() {
   token_embd_ = bind_matrix(f, "token_embd.weight", c.vocab_size, c.dim);
   output_ = f.find_tensor("output.weight") ? bind_matrix(f, "output.weight", c.vocab_size, c.dim) : token_embd_;
   output_norm_ = load_vector(f, "output_norm.weight", c.dim);
-  if (f.find_tensor("rope_freqs.weight")) rope_freq_factors_ = load_vector(f, "rope_freqs.weight", c.rope_dim / 2);
+  if (f.find_tensor("rope_freqs.weight") || c.rope_freqs_required) {
+    rope_freq_factors_ = load_vector(f, "rope_freqs.weight", c.rope_dim / 2);
+  }
 
   layers_.resize(c.num_layers);
   for (int32_t i = 0; i < c.num_layers; ++i) {
@@ -89,6 +92,19 @@ void LlamaModel::bind_weights() {
     l.wk = bind_matrix(f, p + "attn_k.weight", kv_dim, c.dim);
     l.wv = bind_matrix(f, p + "attn_v.weight", kv_dim, c.dim);
     l.wo = bind_matrix(f, p + "attn_output.weight", c.dim, q_dim);
+    if (f.find_tensor(p + "attn_q.bias")) {
+      l.bq = load_vector(f, p + "attn_q.bias", q_dim);
+      l.bk = load_vector(f, p + "attn_k.bias", kv_dim);
+      l.bv = load_vector(f, p + "attn_v.bias", kv_dim);
+    }
+    if (f.find_tensor(p + "attn_q_norm.weight")) {
+      l.q_norm = load_vector(f, p + "attn_q_norm.weight", c.head_dim);
+      l.k_norm = load_vector(f, p + "attn_k_norm.weight", c.head_dim);
+    }
+    if (f.find_tensor(p + "post_attention_norm.weight")) {
+      l.post_attn_norm = load_vector(f, p + "post_attention_norm.weight", c.dim);
+      l.post_ffn_norm = load_vector(f, p + "post_ffw_norm.weight", c.dim);
+    }
     if (c.is_moe()) {
       l.moe = bind_moe(f, p, c);
       continue;
@@ -103,9 +119,16 @@ std::string LlamaModel::chat_template_source() const {
   return file_->get_string("tokenizer.chat_template", "");
 }
 
+// The file's own template; a file without one gets the built-in family its vocabulary points to.
 ChatTemplate LlamaModel::chat_template() const {
   const Tokenizer& tok = *tokenizer_;
-  return ChatTemplate::from_source(chat_template_source(), tok.token_text(tok.bos_id()), tok.token_text(tok.eos_id()));
+  const std::string bos = tok.token_text(tok.bos_id()), eos = tok.token_text(tok.eos_id());
+  const std::string source = chat_template_source();
+  if (!source.empty()) return ChatTemplate::from_source(source, bos, eos);
+  const auto& vocab = tok.data().tokens;
+  const auto in_vocab = [&](const std::string& t) { return std::find(vocab.begin(), vocab.end(), t) != vocab.end(); };
+  if (auto family = ChatTemplate::guess_builtin(in_vocab)) return ChatTemplate::builtin(*family, bos, eos);
+  throw UnsupportedTemplate("the model has no chat template and its vocabulary matches no built-in one");
 }
 
 std::vector<int32_t> LlamaModel::encode_chat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages) const {

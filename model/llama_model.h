@@ -1,15 +1,13 @@
 // A Llama-family decoder (embedding, RMSNorm, RoPE, grouped-query attention, SwiGLU MLP or a
-// mixture of SwiGLU experts, LM head)
-// running on the CPU kernels, weights read in place from the memory-mapped GGUF file.
+// mixture of SwiGLU experts, LM head) as loaded from GGUF: hyperparameters, tokenizer, chat template
+// and every weight bound in place in the memory-mapped file. LlamaRunner runs it on a backend.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 #include "kernels/dtype.h"
 #include "model/chat_template.h"
-#include "model/forward_batch.h"
 #include "model/gguf.h"
-#include "model/kv_cache.h"
 #include "model/model_config.h"
 #include "model/tokenizer.h"
 
@@ -46,6 +44,9 @@ struct LayerWeights {
   WeightMatrix wq;     // [num_heads * head_dim][dim]
   WeightMatrix wk, wv; // [num_kv_heads * head_dim][dim]
   WeightMatrix wo;     // [dim][num_heads * head_dim]
+  std::vector<float> bq, bk, bv;   // projection biases (Qwen2); empty when the file has none
+  std::vector<float> q_norm, k_norm;  // [head_dim] RMSNorm of each head's Q and K (Qwen3, Gemma 3); or empty
+  std::vector<float> post_attn_norm, post_ffn_norm;  // [dim] norms of each branch's output (Gemma 3); or empty
   WeightMatrix w_gate, w_up;  // [ffn_dim][dim]; unbound in MoE models
   WeightMatrix w_down;        // [dim][ffn_dim]; unbound in MoE models
   MoeWeights moe;             // bound only when the config has experts
@@ -67,12 +68,7 @@ class LlamaModel {
   // added only when the template did not already render it (Llama-2/3 and Gemma do).
   std::vector<int32_t> encode_chat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages) const;
 
-  // Runs one step: writes the new tokens' K/V into `cache` and returns logits.
-  // Throws std::invalid_argument for a malformed batch (token out of vocab, block table too short,
-  // block out of range, position beyond the context window).
-  ForwardOutput forward(const ForwardBatch& batch, KvCache& cache) const;
-
-  // The bound weights, for backends that keep their own copy (the CUDA runner uploads them once).
+  // The bound weights, which runners map onto their backend.
   const WeightMatrix& token_embedding() const { return token_embd_; }
   const WeightMatrix& output_weight() const { return output_; }
   const std::vector<float>& output_norm() const { return output_norm_; }

@@ -79,13 +79,9 @@ void read_attention(const Keys& k, ModelConfig& c) {
     k.fail("attention.head_count", in_parens(c.num_heads) + " must divide " +
                                        k.key("embedding_length") + " (" + std::to_string(c.dim) + ")");
   }
+  // Heads may be wider than dim / heads (Qwen3, Gemma 3): Q projects dim -> heads * head_dim and the
+  // output projection back, with equal key and value widths.
   c.head_dim = k.positive_int("attention.key_length", c.dim / c.num_heads);
-  // The Llama graph projects dim -> heads * head_dim and back, with equal key and value widths.
-  if (static_cast<int64_t>(c.head_dim) * c.num_heads != c.dim) {
-    k.fail("attention.key_length", in_parens(c.head_dim) + " times " + k.key("attention.head_count") +
-                                       " (" + std::to_string(c.num_heads) + ") must equal " +
-                                       k.key("embedding_length") + " (" + std::to_string(c.dim) + ")");
-  }
   if (k.positive_int("attention.value_length", c.head_dim) != c.head_dim) {
     k.fail("attention.value_length", "must equal the key length " + std::to_string(c.head_dim));
   }
@@ -102,8 +98,10 @@ void read_rope(const Keys& k, ModelConfig& c) {
   std::string scaling = k.string("rope.scaling.type", "none");
   if (scaling == "linear") {
     c.rope_freq_scale = 1.0f / k.positive_float("rope.scaling.factor", 1.0f);
+  } else if (scaling == "llama3") {
+    c.rope_freqs_required = true;  // Llama 3.1+: the per-pair factors come as rope_freqs.weight
   } else if (scaling != "none") {
-    k.fail("rope.scaling.type", "'" + scaling + "' is not supported (only 'none' and 'linear')");
+    k.fail("rope.scaling.type", "'" + scaling + "' is not supported (only 'none', 'linear' and 'llama3')");
   }
 }
 
@@ -143,12 +141,25 @@ int32_t read_vocab_size(const GgufFile& f, const Keys& k) {
   return static_cast<int32_t>(n);
 }
 
+// Gemma 3 as llama.cpp runs it: embeddings scaled by sqrt(dim), a GeGLU MLP, and five local layers
+// (sliding window, RoPE base 10000, no RoPE scaling) to every global one.
+void read_gemma3(const Keys& k, ModelConfig& c) {
+  c.embed_scale = std::sqrt(float(c.dim));
+  c.geglu = true;
+  c.sliding_window = k.positive_int("attention.sliding_window");
+  c.swa_period = 6;
+  c.rope_theta_local = 10000.0f;
+}
+
 }  // namespace
 
 ModelConfig read_model_config(const GgufFile& f) {
   ModelConfig c;
   c.arch = f.get_string("general.architecture");
-  if (c.arch != "llama") throw GgufError(f.path() + ": unsupported architecture '" + c.arch + "'");
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "gemma3") {
+    throw GgufError(f.path() + ": unsupported architecture '" + c.arch + "' (supported: llama, qwen2, qwen3, gemma3)");
+  }
+  c.rope_neox = c.arch != "llama";
   c.name = f.get_string("general.name", "");
   Keys k(f, c.arch);
   c.num_layers = k.positive_int("block_count");
@@ -159,6 +170,7 @@ ModelConfig read_model_config(const GgufFile& f) {
   read_rope(k, c);
   c.vocab_size = read_vocab_size(f, k);
   read_experts(k, c);
+  if (c.arch == "gemma3") read_gemma3(k, c);
   return c;
 }
 

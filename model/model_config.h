@@ -1,4 +1,4 @@
-// Llama-family hyperparameters, read from GGUF metadata (`<arch>.*` keys).
+// Hyperparameters of the Llama-family architectures, read from GGUF metadata (`<arch>.*` keys).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -9,7 +9,7 @@ namespace flashserve {
 class GgufFile;
 
 struct ModelConfig {
-  std::string arch;              // general.architecture; "llama" (and relatives sharing its graph)
+  std::string arch;              // general.architecture: llama (Llama 2/3, Mistral, SmolLM), qwen2, qwen3, gemma3
   std::string name;              // general.name, if present
   int32_t num_layers = 0;        // block_count
   int32_t dim = 0;               // embedding_length
@@ -22,11 +22,22 @@ struct ModelConfig {
   int32_t rope_dim = 0;          // rope.dimension_count, else head_dim
   float rope_theta = 10000.0f;   // rope.freq_base
   float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor when rope.scaling.type is "linear"
+  bool rope_neox = false;        // rotate halves rather than adjacent pairs (Qwen files keep it)
+  bool rope_freqs_required = false;  // rope.scaling.type "llama3": the file must carry rope_freqs.weight
   float rms_eps = 1e-5f;         // attention.layer_norm_rms_epsilon
+  // Gemma 3: embeddings times embed_scale, GeGLU instead of SwiGLU, and sliding-window layers: every
+  // layer but each swa_period-th attends to its last sliding_window positions, with RoPE base
+  // rope_theta_local and no RoPE scaling. Post-attention and post-FFN norms come with the tensors.
+  float embed_scale = 1.0f;
+  bool geglu = false;
+  int32_t sliding_window = 0;    // 0: every layer global
+  int32_t swa_period = 0;
+  float rope_theta_local = 0.0f;
   int32_t num_experts = 0;       // expert_count; 0 for a dense (non-MoE) FFN
   int32_t num_experts_used = 0;  // expert_used_count: experts each token is routed to
 
   bool is_moe() const { return num_experts > 0; }
+  bool is_local_layer(int32_t layer) const { return sliding_window > 0 && (layer + 1) % swa_period != 0; }
 };
 
 // Throws GgufError naming a missing or inconsistent key (e.g. heads not dividing dim).

@@ -19,9 +19,8 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// With `device_sampling`, sampling requests send their sampler's step along, so the runner returns
-// tokens rather than logits (requests that need logits, for logprobs, still get them).
-ForwardBatch build_batch(const SchedulerOutput& out, bool device_sampling) {
+// Sequences that sample this step send their sampler's step along: the runner returns tokens.
+ForwardBatch build_batch(const SchedulerOutput& out) {
   ForwardBatch batch;
   batch.seqs.reserve(out.scheduled.size());
   for (const ScheduledRequest& s : out.scheduled) {
@@ -29,10 +28,9 @@ ForwardBatch build_batch(const SchedulerOutput& out, bool device_sampling) {
     const auto first = r.token_ids.begin() + r.num_computed_tokens;
     batch.seqs.push_back({r.num_computed_tokens, std::vector<int32_t>(first, first + s.num_scheduled_tokens),
                           r.kv.block_table, s.samples ? LogitRows::Last : LogitRows::None});
-    DeviceSampling d;
-    if (s.samples && device_sampling && r.sampler.device_row(d.row, d.adjusts)) {
+    if (s.samples) {
       batch.seqs.back().sample = int32_t(batch.samples.size());
-      batch.samples.push_back(std::move(d));
+      batch.samples.push_back(r.sampler.step());
     }
   }
   return batch;
@@ -209,7 +207,7 @@ void Engine::report_dropped(const SchedulerOutput& out) {
 
 void Engine::run_batch(const SchedulerOutput& out) {
   ForwardOutput logits;
-  const ForwardBatch batch = build_batch(out, runner_.samples_on_device());
+  const ForwardBatch batch = build_batch(out);
   try {
     logits = runner_.forward(batch);
   } catch (const std::exception& e) {
@@ -228,13 +226,8 @@ void Engine::run_batch(const SchedulerOutput& out) {
   std::vector<SampledToken> sampled(out.scheduled.size());
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     if (!out.scheduled[i].samples) continue;
-    RequestSampler& sampler = out.scheduled[i].req->sampler;
-    if (batch.seqs[i].sample >= 0) {
-      sampled[i].token = logits.sampled.at(i);
-      sampler.record(sampled[i].token);
-    } else {
-      sampled[i] = sampler.sample(logits.row(int32_t(i)), logits.vocab_size);
-    }
+    sampled[i] = std::move(logits.sampled.at(i));
+    out.scheduled[i].req->sampler.record(sampled[i].token);
   }
   std::vector<RequestUpdate> updates = scheduler_.update(out, sampled);
   publish_stats(true);  // before anyone hears of a finish, its blocks show as free

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 build="${FLASHSERVE_BUILD_DIR:-build}"
 [ -d /usr/local/cuda/bin ] && export PATH="$PATH:/usr/local/cuda/bin"
 
-targets=(flashserve flashserve-bench test_cuda_ops test_cuda_runner bench_cuda_ops bench_cuda_decode)
+targets=(flashserve flashserve-bench test_backend_ops test_cuda_ops test_cuda_runner bench_cuda_ops bench_cuda_decode)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHSERVE_CUDA_ARCHS=90 >/dev/null
 cmake --build "$build" --target "${targets[@]}"
 
@@ -50,6 +50,7 @@ case "${1:-}" in
     echo "$(cat "$here/model.sha256")  $FLASHSERVE_MODEL" | sha256sum -c - ;;
   tests)
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/tests.txt"
+    "$here/bin/test_backend_ops" 2>&1 | tee -a "$out/tests.txt"
     "$here/bin/test_cuda_ops" 2>&1 | tee -a "$out/tests.txt"
     "$here/bin/test_cuda_runner" 2>&1 | tee -a "$out/tests.txt"
     compute-sanitizer --tool memcheck "$here/bin/test_cuda_ops" --gtest_brief=1 2>&1 | tail -5 | tee -a "$out/tests.txt"

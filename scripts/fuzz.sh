@@ -46,8 +46,11 @@ for t in "${targets[@]}"; do
   mkdir -p "$scratch/corpus" "$scratch/findings"
   cp "$corpus"/* "$scratch/corpus/"
   echo "fuzz.sh: $t for ${seconds}s over a copy of ${corpus#"$root"/} (log: $scratch/log)"
+  # A target may have a dictionary of its input's tokens: tests/fuzz/<target>.dict.
+  dict=()
+  [ -f "$root/tests/fuzz/$t.dict" ] && dict=(-dict="$root/tests/fuzz/$t.dict")
   # -timeout: an input that takes 10 s is a hang, not a slow case.
-  if "$build/tests/fuzz/$t" "$scratch/corpus" -max_total_time="$seconds" -timeout=10 -print_final_stats=1 \
+  if "$build/tests/fuzz/$t" "$scratch/corpus" "${dict[@]}" -max_total_time="$seconds" -timeout=10 -print_final_stats=1 \
       -artifact_prefix="$scratch/findings/" >"$scratch/log" 2>&1; then
     grep -E '^#[0-9]+[[:space:]]+DONE' "$scratch/log" || tail -n 3 "$scratch/log"
     if ((merge)); then

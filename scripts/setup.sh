@@ -34,3 +34,6 @@ if ! cmp -s "$root/tests/requirements.txt" "$venv/.requirements"; then
   "$venv/bin/pip" install --quiet -r "$root/tests/requirements.txt"
   cp "$root/tests/requirements.txt" "$venv/.requirements"
 fi
+
+# Real chat templates for the Jinja engine's comparison test (.cache/templates, never committed).
+"$here/fetch_templates.sh"

@@ -5,12 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "model/model_runner.h"
+#include "model/runner_factory.h"
 #include "server/memory_budget.h"
-#ifdef FLASHSERVE_HAVE_CUDA
-#include "kernels/device.h"
-#include "model/cuda_runner.h"
-#endif
 
 namespace flashserve {
 
@@ -60,48 +56,23 @@ EngineConfig EngineOptions::engine_config() const {
   return c;
 }
 
-int32_t EngineOptions::num_kv_blocks(const ModelConfig& cfg) const {
-  int64_t budget = kv_cache_bytes;
-  if (budget <= 0) {
-    const MemoryBudget memory = available_memory();
-    budget = int64_t(kv_cache_fraction * double(memory.bytes));
-    spdlog::info("KV cache budget: {:.0f}% of {} MiB available ({})", kv_cache_fraction * 100, memory.bytes >> 20,
-                 memory.source);
-  }
-  const int32_t blocks = kv_blocks_for_budget(cfg, block_size, budget);
-  if (blocks < 1) throw std::invalid_argument("the KV cache budget of " + std::to_string(budget) + " bytes holds no block");
-  return blocks;
-}
-
-#ifdef FLASHSERVE_HAVE_CUDA
-namespace {
-
-std::unique_ptr<ModelRunner> make_cuda_runner(const LlamaModel& model, const EngineOptions& e) {
-  CudaRunnerOptions o;
-  o.memory_fraction = e.gpu_memory_fraction;
-  o.kv_cache_bytes = e.kv_cache_bytes;
-  o.block_size = e.block_size;
-  o.kv_type = e.kv_cache_dtype == "bf16" ? kernels::DType::BF16 : kernels::DType::F16;
-  o.max_num_seqs = e.max_num_seqs;
-  o.max_num_batched_tokens = e.max_num_batched_tokens;
-  o.cuda_graphs = !e.no_cuda_graphs;
-  auto runner = std::make_unique<CudaLlamaRunner>(model, o);  // throws first if there is no GPU
-  spdlog::info("device: cuda ({}), KV cache {}, CUDA graphs {}", kernels::cuda::device_name(), e.kv_cache_dtype,
-               o.cuda_graphs ? "on" : "off");
-  return runner;
-}
-
-}  // namespace
-#endif
-
 std::unique_ptr<ModelRunner> EngineOptions::make_runner(const LlamaModel& model) const {
-#ifdef FLASHSERVE_HAVE_CUDA
-  if (device == "cuda" || (device == "auto" && kernels::cuda::device_count() > 0)) return make_cuda_runner(model, *this);
-#else
-  if (device == "cuda") throw std::invalid_argument("--device cuda: this build has no CUDA backend (nvcc was not found)");
-#endif
-  spdlog::info("device: cpu");
-  return std::make_unique<LlamaRunner>(model, num_kv_blocks(model.config()), block_size);
+  RunnerOptions o;
+  o.device = device;
+  o.block_size = block_size;
+  o.max_num_seqs = max_num_seqs;
+  o.max_num_batched_tokens = max_num_batched_tokens;
+  o.kv_cache_bytes = kv_cache_bytes;
+  o.kv_cache_fraction = kv_cache_fraction;
+  if (kv_cache_bytes <= 0) {
+    const MemoryBudget memory = available_memory();
+    o.host_memory_available = memory.bytes;
+    spdlog::info("host memory available: {} MiB ({})", memory.bytes >> 20, memory.source);
+  }
+  o.gpu_memory_fraction = gpu_memory_fraction;
+  o.gpu_kv_dtype = kv_cache_dtype;
+  o.cuda_graphs = !no_cuda_graphs;
+  return flashserve::make_runner(model, o);
 }
 
 }  // namespace flashserve

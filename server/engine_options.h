@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 #include <CLI/CLI.hpp>
-#include "model/model_config.h"
+#include "model/llama_model.h"
 #include "model/model_runner.h"
 #include "scheduler/engine.h"
 
@@ -27,10 +27,9 @@ struct EngineOptions {
 
   void add_to(CLI::App& app);
   EngineConfig engine_config() const;
-  // KV blocks for this model: the byte budget, or the fraction of available memory (memory_budget.h).
-  int32_t num_kv_blocks(const ModelConfig& cfg) const;
-  // The runner --device asks for. Throws std::invalid_argument for cuda in a build without it, or
-  // std::runtime_error when no GPU is visible.
+  // The runner --device asks for (model/runner_factory.h), its KV pool from --kv-cache-bytes or a
+  // share of the memory available (memory_budget.h). Throws std::invalid_argument for cuda in a
+  // build without it, std::runtime_error when no GPU is visible.
   std::unique_ptr<ModelRunner> make_runner(const LlamaModel& model) const;
 };
 

@@ -1,6 +1,6 @@
 #include <CLI/CLI.hpp>
 
-#include "kernels/threads.h"
+#include "model/runner_factory.h"
 #include "server/generate_command.h"
 #include "server/serve_command.h"
 
@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   gen.add_to(*generate_cmd);
 
   CLI11_PARSE(app, argc, argv);
-  if (threads > 0) flashserve::kernels::set_num_threads(threads);
+  if (threads > 0) flashserve::set_cpu_threads(threads);
   if (serve_cmd->parsed()) flashserve::run_serve(serve);
   if (generate_cmd->parsed()) return flashserve::run_generate(gen);
   return 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <stdexcept>
 
 namespace flashserve {
 namespace {
@@ -90,8 +91,15 @@ Serving::~Serving() {
   outputs_.stop();
 }
 
+// The roles the API takes today (developer arrives here as system); a model's template may accept
+// more, but tool messages belong to tool calling, which is not implemented yet.
 std::vector<int32_t> Serving::chat_prompt(const std::vector<ChatMessage>& messages) const {
   if (!template_) throw UnsupportedTemplate(template_error_);
+  for (const ChatMessage& m : messages) {
+    if (m.role != "system" && m.role != "user" && m.role != "assistant") {
+      throw std::invalid_argument("unsupported message role '" + m.role + "' (system, developer, user, assistant)");
+    }
+  }
   return model_.encode_chat(*template_, messages);
 }
 

@@ -253,7 +253,7 @@ void bench_prefill(Bench& b, fk::DType kv, int32_t head_dim, int64_t seq, int64_
     ab.query_start.upload(qs);
     ab.context_lens.upload(cl);
     ab.block_tables.upload(shuffled_block_tables(batch, bps, 13));
-    fk::cuda::AttentionBatch ba;
+    fk::AttentionBatch ba;
     ba.query_start = ab.query_start.get();
     ba.context_lens = ab.context_lens.get();
     ba.block_tables = ab.block_tables.get();
@@ -303,7 +303,7 @@ void bench_decode(Bench& b, fk::DType kv, int32_t head_dim, int64_t batch, int64
     ab.query_start.upload(qs);
     ab.context_lens.upload(cl);
     ab.block_tables.upload(shuffled_block_tables(batch, bps, 17));
-    fk::cuda::AttentionBatch ba;
+    fk::AttentionBatch ba;
     ba.query_start = ab.query_start.get();
     ba.context_lens = ab.context_lens.get();
     ba.block_tables = ab.block_tables.get();

@@ -79,4 +79,36 @@ inline void decode_block(const BlockQ8_0& b, float* out) {
   for (int j = 0; j < 32; ++j) out[j] = float(b.qs[j]) * d;
 }
 
+inline uint32_t load_u32(const uint8_t* p) { uint32_t u; std::memcpy(&u, p, 4); return u; }
+
+// Element j's 5-bit q in a Q5_0/Q5_1 block.
+inline int q5_value(const uint8_t* qs, uint32_t qh, int j) {
+  const int nibble = j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4;
+  return nibble | int((qh >> j) & 1) << 4;
+}
+
+inline void decode_block(const BlockQ5_0& b, float* out) {
+  const float d = half_to_float(b.d);
+  const uint32_t qh = load_u32(b.qh);
+  for (int j = 0; j < 32; ++j) out[j] = float(q5_value(b.qs, qh, j) - 16) * d;
+}
+
+// d * q is exact in f32 (11 by 5 significant bits), so this equals the unfused d * q + m too.
+inline void decode_block(const BlockQ5_1& b, float* out) {
+  const float d = half_to_float(b.d);
+  const float m = half_to_float(b.m);
+  const uint32_t qh = load_u32(b.qh);
+  for (int j = 0; j < 32; ++j) out[j] = mul_add(float(q5_value(b.qs, qh, j)), d, m);
+}
+
+// 16 bytes of IQ4 nibbles (element j low, j + 16 high) times a scale.
+inline void decode_iq4(const uint8_t* qs, float d, float* out) {
+  for (int j = 0; j < 16; ++j) {
+    out[j] = float(kIQ4Values[qs[j] & 0x0f]) * d;
+    out[j + 16] = float(kIQ4Values[qs[j] >> 4]) * d;
+  }
+}
+
+inline void decode_block(const BlockIQ4_NL& b, float* out) { decode_iq4(b.qs, half_to_float(b.d), out); }
+
 }  // namespace flashserve::kernels::codec

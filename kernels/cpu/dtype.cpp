@@ -1,13 +1,11 @@
 #include "kernels/dtype.h"
 
-#include <algorithm>
-#include <cfloat>
-#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cpu/block_codec.h"
+#include "kernels/cpu/kquant_codec.h"
+#include "kernels/cpu/quantize_blocks.h"
 
 namespace flashserve::kernels {
 
@@ -17,7 +15,17 @@ std::optional<DType> dtype_from_ggml(uint32_t ggml_type) {
     case 1: return DType::F16;
     case 2: return DType::Q4_0;
     case 3: return DType::Q4_1;
+    case 6: return DType::Q5_0;
+    case 7: return DType::Q5_1;
     case 8: return DType::Q8_0;
+    case 10: return DType::Q2_K;
+    case 11: return DType::Q3_K;
+    case 12: return DType::Q4_K;
+    case 13: return DType::Q5_K;
+    case 14: return DType::Q6_K;
+    case 15: return DType::Q8_K;
+    case 20: return DType::IQ4_NL;
+    case 23: return DType::IQ4_XS;
     case 30: return DType::BF16;
     default: return std::nullopt;
   }
@@ -29,7 +37,17 @@ std::string_view dtype_name(DType t) {
     case DType::F16: return "F16";
     case DType::Q4_0: return "Q4_0";
     case DType::Q4_1: return "Q4_1";
+    case DType::Q5_0: return "Q5_0";
+    case DType::Q5_1: return "Q5_1";
     case DType::Q8_0: return "Q8_0";
+    case DType::Q2_K: return "Q2_K";
+    case DType::Q3_K: return "Q3_K";
+    case DType::Q4_K: return "Q4_K";
+    case DType::Q5_K: return "Q5_K";
+    case DType::Q6_K: return "Q6_K";
+    case DType::Q8_K: return "Q8_K";
+    case DType::IQ4_NL: return "IQ4_NL";
+    case DType::IQ4_XS: return "IQ4_XS";
     case DType::BF16: return "BF16";
   }
   return "?";
@@ -37,11 +55,24 @@ std::string_view dtype_name(DType t) {
 
 int64_t block_elems(DType t) {
   switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: return 1;
     case DType::Q4_0:
     case DType::Q4_1:
-    case DType::Q8_0: return kQuantBlock;
-    default: return 1;
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0:
+    case DType::IQ4_NL: return kQuantBlock;
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::Q8_K:
+    case DType::IQ4_XS: return kSuperBlock;
   }
+  return 1;
 }
 
 int64_t block_bytes(DType t) {
@@ -51,7 +82,17 @@ int64_t block_bytes(DType t) {
     case DType::BF16: return 2;
     case DType::Q4_0: return sizeof(BlockQ4_0);
     case DType::Q4_1: return sizeof(BlockQ4_1);
+    case DType::Q5_0: return sizeof(BlockQ5_0);
+    case DType::Q5_1: return sizeof(BlockQ5_1);
     case DType::Q8_0: return sizeof(BlockQ8_0);
+    case DType::IQ4_NL: return sizeof(BlockIQ4_NL);
+    case DType::Q2_K: return sizeof(BlockQ2_K);
+    case DType::Q3_K: return sizeof(BlockQ3_K);
+    case DType::Q4_K: return sizeof(BlockQ4_K);
+    case DType::Q5_K: return sizeof(BlockQ5_K);
+    case DType::Q6_K: return sizeof(BlockQ6_K);
+    case DType::Q8_K: return sizeof(BlockQ8_K);
+    case DType::IQ4_XS: return sizeof(BlockIQ4_XS);
   }
   return 0;
 }
@@ -71,56 +112,24 @@ void check_multiple(DType t, int64_t n) {
                                 std::string(dtype_name(t)));
 }
 
-template <class Block>
+// Dispatches a row to the per-block codec: 32-element blocks decode whole, super-blocks by chunk.
+template <class Block, int64_t kElems>
 void dequantize_blocks(const void* src, float* dst, int64_t n) {
   const auto* blocks = static_cast<const Block*>(src);
-  for (int64_t b = 0; b < n / kQuantBlock; ++b) codec::decode_block(blocks[b], dst + b * kQuantBlock);
-}
-
-// The quantizers below follow ggml's *_ref functions, including their truncating "+ 0.5" rounding
-// and the use of the unrounded f32 scale, so files we write match what llama.cpp would write.
-void quantize_q4_0(const float* x, BlockQ4_0& y) {
-  float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < 32; ++j) {
-    if (amax < std::fabs(x[j])) { amax = std::fabs(x[j]); max = x[j]; }
-  }
-  const float d = max / -8.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  y.d = codec::float_to_half(d);
-  for (int j = 0; j < 16; ++j) {
-    const int lo = std::min(15, int(int8_t(x[j] * id + 8.5f)));
-    const int hi = std::min(15, int(int8_t(x[j + 16] * id + 8.5f)));
-    y.qs[j] = uint8_t(lo | (hi << 4));
+  for (int64_t b = 0; b < n / kElems; ++b) {
+    float* out = dst + b * kElems;
+    if constexpr (kElems == kQuantBlock) {
+      codec::decode_block(blocks[b], out);
+    } else {
+      for (int c = 0; c < codec::kChunks; ++c) codec::decode_chunk(blocks[b], c, out + c * codec::kChunk);
+    }
   }
 }
 
-void quantize_q4_1(const float* x, BlockQ4_1& y) {
-  float min = FLT_MAX, max = -FLT_MAX;
-  for (int j = 0; j < 32; ++j) { min = std::min(min, x[j]); max = std::max(max, x[j]); }
-  const float d = (max - min) / 15.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  y.d = codec::float_to_half(d);
-  y.m = codec::float_to_half(min);
-  for (int j = 0; j < 16; ++j) {
-    const int lo = std::min(15, int(int8_t((x[j] - min) * id + 0.5f)));
-    const int hi = std::min(15, int(int8_t((x[j + 16] - min) * id + 0.5f)));
-    y.qs[j] = uint8_t(lo | (hi << 4));
-  }
-}
-
-void quantize_q8_0(const float* x, BlockQ8_0& y) {
-  float amax = 0.0f;
-  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
-  const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  y.d = codec::float_to_half(d);
-  for (int j = 0; j < 32; ++j) y.qs[j] = int8_t(std::round(x[j] * id));
-}
-
-template <class Block, void (*Quantize)(const float*, Block&)>
+template <class Block, int64_t kElems>
 void quantize_blocks(const float* src, void* dst, int64_t n) {
   auto* blocks = static_cast<Block*>(dst);
-  for (int64_t b = 0; b < n / kQuantBlock; ++b) Quantize(src + b * kQuantBlock, blocks[b]);
+  for (int64_t b = 0; b < n / kElems; ++b) codec::quantize_block(src + b * kElems, blocks[b]);
 }
 
 }  // namespace
@@ -132,9 +141,19 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::F32: std::memcpy(dst, src, size_t(n) * 4); return;
     case DType::F16: for (int64_t i = 0; i < n; ++i) dst[i] = codec::half_to_float(h[i]); return;
     case DType::BF16: for (int64_t i = 0; i < n; ++i) dst[i] = codec::bf16_to_float(h[i]); return;
-    case DType::Q4_0: dequantize_blocks<BlockQ4_0>(src, dst, n); return;
-    case DType::Q4_1: dequantize_blocks<BlockQ4_1>(src, dst, n); return;
-    case DType::Q8_0: dequantize_blocks<BlockQ8_0>(src, dst, n); return;
+    case DType::Q4_0: dequantize_blocks<BlockQ4_0, kQuantBlock>(src, dst, n); return;
+    case DType::Q4_1: dequantize_blocks<BlockQ4_1, kQuantBlock>(src, dst, n); return;
+    case DType::Q5_0: dequantize_blocks<BlockQ5_0, kQuantBlock>(src, dst, n); return;
+    case DType::Q5_1: dequantize_blocks<BlockQ5_1, kQuantBlock>(src, dst, n); return;
+    case DType::Q8_0: dequantize_blocks<BlockQ8_0, kQuantBlock>(src, dst, n); return;
+    case DType::IQ4_NL: dequantize_blocks<BlockIQ4_NL, kQuantBlock>(src, dst, n); return;
+    case DType::Q2_K: dequantize_blocks<BlockQ2_K, kSuperBlock>(src, dst, n); return;
+    case DType::Q3_K: dequantize_blocks<BlockQ3_K, kSuperBlock>(src, dst, n); return;
+    case DType::Q4_K: dequantize_blocks<BlockQ4_K, kSuperBlock>(src, dst, n); return;
+    case DType::Q5_K: dequantize_blocks<BlockQ5_K, kSuperBlock>(src, dst, n); return;
+    case DType::Q6_K: dequantize_blocks<BlockQ6_K, kSuperBlock>(src, dst, n); return;
+    case DType::Q8_K: dequantize_blocks<BlockQ8_K, kSuperBlock>(src, dst, n); return;
+    case DType::IQ4_XS: dequantize_blocks<BlockIQ4_XS, kSuperBlock>(src, dst, n); return;
   }
 }
 
@@ -145,9 +164,19 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::F32: std::memcpy(dst, src, size_t(n) * 4); return;
     case DType::F16: for (int64_t i = 0; i < n; ++i) h[i] = codec::float_to_half(src[i]); return;
     case DType::BF16: for (int64_t i = 0; i < n; ++i) h[i] = codec::float_to_bf16(src[i]); return;
-    case DType::Q4_0: quantize_blocks<BlockQ4_0, quantize_q4_0>(src, dst, n); return;
-    case DType::Q4_1: quantize_blocks<BlockQ4_1, quantize_q4_1>(src, dst, n); return;
-    case DType::Q8_0: quantize_blocks<BlockQ8_0, quantize_q8_0>(src, dst, n); return;
+    case DType::Q4_0: quantize_blocks<BlockQ4_0, kQuantBlock>(src, dst, n); return;
+    case DType::Q4_1: quantize_blocks<BlockQ4_1, kQuantBlock>(src, dst, n); return;
+    case DType::Q5_0: quantize_blocks<BlockQ5_0, kQuantBlock>(src, dst, n); return;
+    case DType::Q5_1: quantize_blocks<BlockQ5_1, kQuantBlock>(src, dst, n); return;
+    case DType::Q8_0: quantize_blocks<BlockQ8_0, kQuantBlock>(src, dst, n); return;
+    case DType::IQ4_NL: quantize_blocks<BlockIQ4_NL, kQuantBlock>(src, dst, n); return;
+    case DType::Q2_K: quantize_blocks<BlockQ2_K, kSuperBlock>(src, dst, n); return;
+    case DType::Q3_K: quantize_blocks<BlockQ3_K, kSuperBlock>(src, dst, n); return;
+    case DType::Q4_K: quantize_blocks<BlockQ4_K, kSuperBlock>(src, dst, n); return;
+    case DType::Q5_K: quantize_blocks<BlockQ5_K, kSuperBlock>(src, dst, n); return;
+    case DType::Q6_K: quantize_blocks<BlockQ6_K, kSuperBlock>(src, dst, n); return;
+    case DType::Q8_K: quantize_blocks<BlockQ8_K, kSuperBlock>(src, dst, n); return;
+    case DType::IQ4_XS: quantize_blocks<BlockIQ4_XS, kSuperBlock>(src, dst, n); return;
   }
 }
 

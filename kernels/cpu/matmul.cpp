@@ -5,36 +5,14 @@
 #include <string>
 
 #include "kernels/cpu/block_codec.h"
-#include "kernels/cpu/simd.h"
-
-// Batch invariance comes from one rule: the dot product of token t with weight row o is always
-// accumulated in the same per-lane order -- block by block, vector i of a block into accumulator
-// i % kAcc, then the accumulators summed and reduced the same way. Tiles of several rows and tokens
-// only interleave independent dot products (to reuse a decoded weight block across tokens and to hide
-// FMA latency), so tile shapes, token counts and thread counts never change a result bit.
+#include "kernels/cpu/matmul_tile.h"
 
 namespace flashserve::kernels {
 namespace {
 
-using namespace simd;
-
-constexpr int kBlock = 32;
-constexpr int kVecs = kBlock / W;  // vectors per 32-element block
-
-// Tile shapes: rows of W decoded together, tokens sharing each decoded block. Sized so the
-// R * T * kAcc accumulators, R * kVecs decoded weights and an x vector fit the register file
-// (32 zmm / 16 ymm); with AVX-512 four rows in flight hide FMA latency without a second accumulator.
-#if defined(FLASHSERVE_AVX512)
-constexpr int kAcc = 1, kRowsSingle = 4, kRowsBatch = 4, kTokens = 4;
-#elif defined(FLASHSERVE_AVX2)
-constexpr int kAcc = 2, kRowsSingle = 2, kRowsBatch = 1, kTokens = 4;
-#else
-constexpr int kAcc = 4, kRowsSingle = 1, kRowsBatch = 1, kTokens = 4;
-#endif
+using namespace tile;
 
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
-inline float half_scale(uint16_t h) { return _cvtsh_ss(h); }
-
 // 16 bytes of packed nibbles -> q values 0..15 as floats: low nibbles are elements 0..15, high 16..31.
 inline void unpack_nibbles(const uint8_t* qs, V* w) {
   const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
@@ -55,24 +33,26 @@ inline void unpack_nibbles(const uint8_t* qs, V* w) {
 }
 #endif
 
-// Weight decoders: `decode` expands the 32 elements at p into kVecs vectors. The values equal
-// dequantize_row's bit for bit (same formulas, FMA where the scalar codec fuses too).
+// Decoders of the float types and the 32-element blocks (the interface is in matmul_tile.h). The
+// values equal dequantize_row's bit for bit: same formulas, FMA where the scalar codec fuses too.
 struct F32W {
   static constexpr bool kQuantized = false;
-  static constexpr size_t kBytes = kBlock * 4;
+  static constexpr int kElems = kChunk;
+  static constexpr size_t kBytes = kChunk * 4;
   static float elem(const char* p, int i) { float f; std::memcpy(&f, p + 4 * i, 4); return f; }
-  static void decode(const char* p, V* w) {
+  static void decode(const char* p, int, V* w) {
     for (int i = 0; i < kVecs; ++i) w[i] = load(reinterpret_cast<const float*>(p) + i * W);
   }
 };
 
 struct F16W {
   static constexpr bool kQuantized = false;
-  static constexpr size_t kBytes = kBlock * 2;
+  static constexpr int kElems = kChunk;
+  static constexpr size_t kBytes = kChunk * 2;
   static float elem(const char* p, int i) {
     uint16_t h; std::memcpy(&h, p + 2 * i, 2); return codec::half_to_float(h);
   }
-  static void decode(const char* p, V* w) {
+  static void decode(const char* p, int, V* w) {
     for (int i = 0; i < kVecs; ++i) {
 #if defined(FLASHSERVE_AVX512)
       w[i] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * W * i)));
@@ -87,11 +67,12 @@ struct F16W {
 
 struct BF16W {
   static constexpr bool kQuantized = false;
-  static constexpr size_t kBytes = kBlock * 2;
+  static constexpr int kElems = kChunk;
+  static constexpr size_t kBytes = kChunk * 2;
   static float elem(const char* p, int i) {
     uint16_t h; std::memcpy(&h, p + 2 * i, 2); return codec::bf16_to_float(h);
   }
-  static void decode(const char* p, V* w) {
+  static void decode(const char* p, int, V* w) {
     for (int i = 0; i < kVecs; ++i) {
 #if defined(FLASHSERVE_AVX512)
       const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * W * i));
@@ -106,10 +87,16 @@ struct BF16W {
   }
 };
 
-struct Q8_0W {
+// The 32-element block types share the shape; Block says which codec and layout.
+template <class Block>
+struct BlockW {
   static constexpr bool kQuantized = true;
-  static constexpr size_t kBytes = sizeof(BlockQ8_0);
-  static void decode(const char* p, V* w) {
+  static constexpr int kElems = kChunk;
+  static constexpr size_t kBytes = sizeof(Block);
+};
+
+struct Q8_0W : BlockW<BlockQ8_0> {
+  static void decode(const char* p, int, V* w) {
     const auto& b = *reinterpret_cast<const BlockQ8_0*>(p);
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
     const V d = set1(half_scale(b.d));
@@ -128,10 +115,8 @@ struct Q8_0W {
   }
 };
 
-struct Q4_0W {
-  static constexpr bool kQuantized = true;
-  static constexpr size_t kBytes = sizeof(BlockQ4_0);
-  static void decode(const char* p, V* w) {
+struct Q4_0W : BlockW<BlockQ4_0> {
+  static void decode(const char* p, int, V* w) {
     const auto& b = *reinterpret_cast<const BlockQ4_0*>(p);
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
     // d * q - 8d rounds once, exactly like (q - 8) * d: -8d is exact.
@@ -144,10 +129,8 @@ struct Q4_0W {
   }
 };
 
-struct Q4_1W {
-  static constexpr bool kQuantized = true;
-  static constexpr size_t kBytes = sizeof(BlockQ4_1);
-  static void decode(const char* p, V* w) {
+struct Q4_1W : BlockW<BlockQ4_1> {
+  static void decode(const char* p, int, V* w) {
     const auto& b = *reinterpret_cast<const BlockQ4_1*>(p);
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
     const V d = set1(half_scale(b.d));
@@ -160,90 +143,46 @@ struct Q4_1W {
   }
 };
 
-// The last k % 32 elements of a float-typed row, zero-padded so they run through the same FMAs.
-template <class D>
-void decode_tail(const char* p, int n, V* w) {
-  alignas(64) float tmp[kBlock] = {};
-  for (int i = 0; i < n; ++i) tmp[i] = D::elem(p, i);
-  for (int i = 0; i < kVecs; ++i) w[i] = load(tmp + i * W);
-}
-
-// y[t * n_out + r] = x[t] . W[r] for R rows starting at w and T tokens starting at x.
-template <class D, int R, int T>
-void dot_tile(const char* w, size_t rb, const float* x, int64_t k, float* y, int64_t n_out) {
-  V acc[T][R][kAcc];
-  for (auto& per_tok : acc)
-    for (auto& per_row : per_tok)
-      for (V& a : per_row) a = zero();
-
-  auto accumulate = [&](const V (&wv)[R][kVecs], int64_t off, int valid) {
-    for (int t = 0; t < T; ++t) {
-      for (int i = 0; i < kVecs; ++i) {
-        const float* xp = x + t * k + off + i * W;
-        const V xv = valid == kBlock ? load(xp) : load_partial(xp, valid - i * W);
-        for (int r = 0; r < R; ++r) acc[t][r][i % kAcc] = fma(xv, wv[r][i], acc[t][r][i % kAcc]);
-      }
-    }
-  };
-
-  const int64_t nb = k / kBlock;
-  for (int64_t b = 0; b < nb; ++b) {
-    V wv[R][kVecs];
-    for (int r = 0; r < R; ++r) D::decode(w + r * rb + b * D::kBytes, wv[r]);
-    accumulate(wv, b * kBlock, kBlock);
+struct Q5_0W : BlockW<BlockQ5_0> {
+  static void decode(const char* p, int, V* w) {
+    const auto& b = *reinterpret_cast<const BlockQ5_0*>(p);
+#if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
+    const __m256i q = _mm256_or_si256(nibble_bytes(b.qs), bit_bytes(codec::load_u32(b.qh), 16));
+    widen_bytes<true>(_mm256_sub_epi8(q, _mm256_set1_epi8(16)), w);
+    const V d = set1(half_scale(b.d));
+    for (int i = 0; i < kVecs; ++i) w[i] = mul(w[i], d);
+#else
+    codec::decode_block(b, w);
+#endif
   }
-  if constexpr (!D::kQuantized) {
-    if (const int tail = int(k - nb * kBlock); tail > 0) {
-      V wv[R][kVecs];
-      for (int r = 0; r < R; ++r) decode_tail<D>(w + r * rb + nb * D::kBytes, tail, wv[r]);
-      accumulate(wv, nb * kBlock, tail);
-    }
+};
+
+struct Q5_1W : BlockW<BlockQ5_1> {
+  static void decode(const char* p, int, V* w) {
+    const auto& b = *reinterpret_cast<const BlockQ5_1*>(p);
+#if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
+    widen_bytes<false>(_mm256_or_si256(nibble_bytes(b.qs), bit_bytes(codec::load_u32(b.qh), 16)), w);
+    const V d = set1(half_scale(b.d));
+    const V m = set1(half_scale(b.m));
+    for (int i = 0; i < kVecs; ++i) w[i] = fma(w[i], d, m);
+#else
+    codec::decode_block(b, w);
+#endif
   }
+};
 
-  for (int t = 0; t < T; ++t) {
-    for (int r = 0; r < R; ++r) {
-      V sum = acc[t][r][0];
-      for (int a = 1; a < kAcc; ++a) sum = add(sum, acc[t][r][a]);
-      y[t * n_out + r] = reduce_add(sum);
-    }
+struct IQ4_NLW : BlockW<BlockIQ4_NL> {
+  static void decode(const char* p, int, V* w) {
+    const auto& b = *reinterpret_cast<const BlockIQ4_NL*>(p);
+#if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
+    widen_bytes<true>(iq4_lookup(nibble_bytes(b.qs)), w);
+    const V d = set1(half_scale(b.d));
+    for (int i = 0; i < kVecs; ++i) w[i] = mul(w[i], d);
+#else
+    codec::decode_block(b, w);
+#endif
   }
-}
-
-// All tokens against R consecutive rows: full tiles of kTokens, then tiles of 4, 2 and 1.
-template <class D, int R>
-void row_group(const char* w, size_t rb, const float* x, int64_t num_tokens, int64_t k, float* y,
-               int64_t n_out) {
-  int64_t t = 0;
-  for (; t + kTokens <= num_tokens; t += kTokens)
-    dot_tile<D, R, kTokens>(w, rb, x + t * k, k, y + t * n_out, n_out);
-  if constexpr (kTokens > 4) {
-    if (t + 4 <= num_tokens) { dot_tile<D, R, 4>(w, rb, x + t * k, k, y + t * n_out, n_out); t += 4; }
-  }
-  if (t + 2 <= num_tokens) { dot_tile<D, R, 2>(w, rb, x + t * k, k, y + t * n_out, n_out); t += 2; }
-  if (t < num_tokens) dot_tile<D, R, 1>(w, rb, x + t * k, k, y + t * n_out, n_out);
-}
-
-// Threads take contiguous runs of R-row groups (schedule(static)); the < R leftover rows follow.
-template <class D, int R>
-void matmul_rows(const float* x, int64_t num_tokens, int64_t k, const char* w, size_t rb,
-                 int64_t n_out, float* y) {
-  const int64_t groups = n_out / R;
-#pragma omp parallel for schedule(static)
-  for (int64_t g = 0; g < groups; ++g)
-    row_group<D, R>(w + g * R * rb, rb, x, num_tokens, k, y + g * R, n_out);
-  for (int64_t o = groups * R; o < n_out; ++o)
-    row_group<D, 1>(w + o * rb, rb, x, num_tokens, k, y + o, n_out);
-}
-
-template <class D>
-void matmul_typed(const float* x, int64_t num_tokens, int64_t k, const char* w, size_t rb,
-                  int64_t n_out, float* y) {
-  // One token: more rows per tile for latency hiding; several: fewer rows, more tokens per block.
-  if (num_tokens == 1)
-    matmul_rows<D, kRowsSingle>(x, num_tokens, k, w, rb, n_out, y);
-  else
-    matmul_rows<D, kRowsBatch>(x, num_tokens, k, w, rb, n_out, y);
-}
+};
 
 void check_k(DType t, int64_t k) {
   if (k % block_elems(t) != 0)
@@ -265,7 +204,17 @@ void matmul(const float* x, int64_t num_tokens, int64_t k, const void* w, DType 
     case DType::BF16: return matmul_typed<BF16W>(x, num_tokens, k, wb, rb, n_out, y);
     case DType::Q4_0: return matmul_typed<Q4_0W>(x, num_tokens, k, wb, rb, n_out, y);
     case DType::Q4_1: return matmul_typed<Q4_1W>(x, num_tokens, k, wb, rb, n_out, y);
+    case DType::Q5_0: return matmul_typed<Q5_0W>(x, num_tokens, k, wb, rb, n_out, y);
+    case DType::Q5_1: return matmul_typed<Q5_1W>(x, num_tokens, k, wb, rb, n_out, y);
     case DType::Q8_0: return matmul_typed<Q8_0W>(x, num_tokens, k, wb, rb, n_out, y);
+    case DType::IQ4_NL: return matmul_typed<IQ4_NLW>(x, num_tokens, k, wb, rb, n_out, y);
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::Q8_K:
+    case DType::IQ4_XS: return matmul_super_blocks(x, num_tokens, k, wb, wtype, rb, n_out, y);
   }
 }
 

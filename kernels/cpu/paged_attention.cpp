@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/simd.h"
@@ -22,13 +24,18 @@ struct KvView {
 
   int64_t stride() const { return int64_t(layout.num_kv_heads) * layout.head_dim; }
 
-  // Calls f(j0, rows, base) for each cache block covering positions 0..n-1: it holds positions
-  // j0 .. j0 + rows - 1, position j0 + r at base + r * stride(). No division per position.
+  // Calls f(j, rows, base) for each run of positions first..n-1 that one cache block holds:
+  // positions first + j .. first + j + rows - 1, position first + j + r at base + r * stride().
+  // No division per position.
   template <class F>
-  void for_each_block(const float* cache, int32_t n, F&& f) const {
+  void for_each_block(const float* cache, int32_t first, int32_t n, F&& f) const {
     const int32_t bs = layout.block_size;
-    for (int32_t j0 = 0, blk = 0; j0 < n; j0 += bs, ++blk)
-      f(j0, std::min(bs, n - j0), cache + int64_t(block_table[blk]) * bs * stride() + int64_t(kv_head) * layout.head_dim);
+    for (int32_t p = first; p < n;) {
+      const int32_t off = p % bs, rows = std::min(bs - off, n - p);
+      const int64_t slot = int64_t(block_table[p / bs]) * bs + off;
+      f(p - first, rows, cache + slot * stride() + int64_t(kv_head) * layout.head_dim);
+      p += rows;
+    }
   }
 };
 
@@ -45,23 +52,27 @@ float dot(const float* a, const float* b, int64_t n) {
   return reduce_add(acc);
 }
 
-// scores[h * n + j] = scale * q_h . K_j; each block's K rows are read once for the whole group.
-void group_scores(const KvView& kv, const float* k_cache, const HeadGroup& g, int32_t n, float scale,
+// scores[h * n + j] = scale * q_h . K_{first + j}, n = end - first; each block's K rows are read
+// once for the whole group.
+void group_scores(const KvView& kv, const float* k_cache, const HeadGroup& g, int32_t first, int32_t end, float scale,
                   float* scores) {
   const int64_t hd = kv.layout.head_dim, stride = kv.stride();
-  kv.for_each_block(k_cache, n, [&](int32_t j0, int32_t rows, const float* base) {
+  const int32_t n = end - first;
+  kv.for_each_block(k_cache, first, end, [&](int32_t j0, int32_t rows, const float* base) {
     for (int32_t h = 0; h < g.heads; ++h)
       for (int32_t r = 0; r < rows; ++r) scores[h * n + j0 + r] = scale * dot(g.q + h * hd, base + r * stride, hd);
   });
 }
 
-// out_h = sum_j p[h * n + j] * V_j, in ascending j. A block's V rows stay in L1 while every head of
-// the group consumes them; each head's running sum waits in its output row between blocks (stored
-// and reloaded exactly, so the order of operations per element is just ascending j).
-void group_values(const KvView& kv, const float* v_cache, const HeadGroup& g, int32_t n, const float* p) {
+// out_h = sum_j p[h * n + j] * V_{first + j}, in ascending j. A block's V rows stay in L1 while
+// every head of the group consumes them; each head's running sum waits in its output row between
+// blocks (stored and reloaded exactly, so the order of operations per element is just ascending j).
+void group_values(const KvView& kv, const float* v_cache, const HeadGroup& g, int32_t first, int32_t end,
+                  const float* p) {
   const int64_t hd = kv.layout.head_dim, stride = kv.stride();
+  const int32_t n = end - first;
   for (int32_t h = 0; h < g.heads; ++h) std::fill(g.out + h * hd, g.out + (h + 1) * hd, 0.0f);
-  kv.for_each_block(v_cache, n, [&](int32_t j0, int32_t rows, const float* base) {
+  kv.for_each_block(v_cache, first, end, [&](int32_t j0, int32_t rows, const float* base) {
     for (int32_t h = 0; h < g.heads; ++h) {
       float* out = g.out + h * hd;
       const float* ph = p + h * n + j0;
@@ -79,14 +90,16 @@ void group_values(const KvView& kv, const float* v_cache, const HeadGroup& g, in
   });
 }
 
-// Two-pass softmax attention of a head group over positions 0..n-1; scratch holds heads * (n + 1).
-void attend_group(const KvView& kv, const float* k_cache, const float* v_cache, const HeadGroup& g, int32_t n,
-                  float scale, float* scratch) {
+// Two-pass softmax attention of a head group over positions first..end-1; scratch holds
+// heads * (end - first + 1).
+void attend_group(const KvView& kv, const float* k_cache, const float* v_cache, const HeadGroup& g, int32_t first,
+                  int32_t end, float scale, float* scratch) {
+  const int32_t n = end - first;
   float* scores = scratch;
   float* sums = scratch + int64_t(g.heads) * n;
-  group_scores(kv, k_cache, g, n, scale, scores);
+  group_scores(kv, k_cache, g, first, end, scale, scores);
   for (int32_t h = 0; h < g.heads; ++h) sums[h] = exp_sub_sum(scores + h * n, n, max_of(scores + h * n, n));
-  group_values(kv, v_cache, g, n, scores);
+  group_values(kv, v_cache, g, first, end, scores);
   for (int32_t h = 0; h < g.heads; ++h) scale_inplace(g.out + h * kv.layout.head_dim, kv.layout.head_dim, 1.0f / sums[h]);
 }
 
@@ -95,33 +108,39 @@ struct TokenRef {
   int32_t context;  // positions this token attends to: 0 .. context - 1
 };
 
+void check_f32_cache(DType kv_type, const char* op) {
+  if (kv_type != DType::F32)
+    throw std::invalid_argument(std::string(op) + ": the CPU KV cache holds f32, not " + std::string(dtype_name(kv_type)));
+}
+
 }  // namespace
 
-void kv_write(const KvLayout& layout, float* k_cache, float* v_cache, const float* k, const float* v,
+void kv_write(const KvLayout& layout, DType kv_type, void* k_cache, void* v_cache, const float* k, const float* v,
               const int32_t* slot_mapping, int64_t num_tokens) {
+  check_f32_cache(kv_type, "kv_write");
   const size_t row = size_t(layout.num_kv_heads) * size_t(layout.head_dim);
   for (int64_t t = 0; t < num_tokens; ++t) {
     if (slot_mapping[t] < 0) continue;  // padding token: nothing to store
     const size_t dst = size_t(slot_mapping[t]) * row;
-    std::memcpy(k_cache + dst, k + t * row, row * sizeof(float));
-    std::memcpy(v_cache + dst, v + t * row, row * sizeof(float));
+    std::memcpy(static_cast<float*>(k_cache) + dst, k + t * row, row * sizeof(float));
+    std::memcpy(static_cast<float*>(v_cache) + dst, v + t * row, row * sizeof(float));
   }
 }
 
-void paged_attention(const float* q, const float* k_cache, const float* v_cache, const KvLayout& layout,
-                     const AttentionSeq* seqs, int32_t num_seqs, int32_t num_heads, float scale,
-                     float* out) {
+void paged_attention(const float* q, const void* k_cache, const void* v_cache, DType kv_type, const KvLayout& layout,
+                     const AttentionBatch& batch, int32_t num_heads, float scale, float* out) {
+  check_f32_cache(kv_type, "paged_attention");
   std::vector<TokenRef> tokens;
-  for (int32_t s = 0; s < num_seqs; ++s) {
-    const AttentionSeq& sq = seqs[s];
-    if (int64_t(tokens.size()) < int64_t(sq.query_start) + sq.num_queries)
-      tokens.resize(size_t(sq.query_start + sq.num_queries), TokenRef{-1, 0});
-    for (int32_t i = 0; i < sq.num_queries; ++i)
-      tokens[size_t(sq.query_start + i)] = {s, sq.context_len - sq.num_queries + i + 1};
+  for (int32_t s = 0; s < batch.num_seqs; ++s) {
+    const int32_t begin = batch.query_start[s], n = batch.query_start[s + 1] - begin, context = batch.context_lens[s];
+    if (int64_t(tokens.size()) < int64_t(begin) + n) tokens.resize(size_t(begin + n), TokenRef{-1, 0});
+    for (int32_t i = 0; i < n; ++i) tokens[size_t(begin + i)] = {s, context - n + i + 1};
   }
   const int32_t group = num_heads / layout.num_kv_heads;
   const int64_t hd = layout.head_dim;
   const int64_t items = int64_t(tokens.size()) * layout.num_kv_heads;
+  const auto* kc = static_cast<const float*>(k_cache);
+  const auto* vc = static_cast<const float*>(v_cache);
 
   // Work items are (token, KV head) pairs, each computed whole by one thread, so any schedule is
   // deterministic; dynamic balances causal prefill, where late tokens see many more positions.
@@ -131,13 +150,14 @@ void paged_attention(const float* q, const float* k_cache, const float* v_cache,
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < items; ++it) {
       const TokenRef tok = tokens[size_t(it / layout.num_kv_heads)];
-      if (tok.seq < 0 || tok.context <= 0) continue;  // row not covered by any sequence
+      if (tok.seq < 0 || tok.context <= 0) continue;  // row not covered by any sequence, or padding
       const int32_t kv_head = int32_t(it % layout.num_kv_heads);
       scratch.resize(std::max(scratch.size(), size_t(group) * size_t(tok.context + 1)));
       const int64_t row = (it / layout.num_kv_heads * num_heads + int64_t(kv_head) * group) * hd;
       const HeadGroup g{q + row, out + row, group};
-      attend_group(KvView{layout, seqs[tok.seq].block_table, kv_head}, k_cache, v_cache, g, tok.context, scale,
-                   scratch.data());
+      const int32_t* table = batch.block_tables + int64_t(tok.seq) * batch.max_blocks_per_seq;
+      const int32_t first = batch.window > 0 ? std::max(0, tok.context - batch.window) : 0;
+      attend_group(KvView{layout, table, kv_head}, kc, vc, g, first, tok.context, scale, scratch.data());
     }
   }
 }

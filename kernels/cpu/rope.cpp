@@ -12,16 +12,19 @@ void check_params(const RopeParams& p, int64_t head_dim) {
     throw std::invalid_argument("rope: rot_dim must be even and within head_dim");
 }
 
-// Rotates the first 2 * cos.size() dims of every head of one token.
+// Rotates the first 2 * cos.size() dims of every head of one token: pair i is (2i, 2i + 1), or
+// (i, i + pairs) in the neox layout.
 void rotate_token(float* x, int64_t num_heads, int64_t head_dim, const std::vector<float>& cos,
-                  const std::vector<float>& sin) {
+                  const std::vector<float>& sin, bool neox) {
   const size_t pairs = cos.size();
+  const size_t step = neox ? 1 : 2, partner = neox ? pairs : 1;
   for (int64_t h = 0; h < num_heads; ++h) {
     float* v = x + h * head_dim;
     for (size_t i = 0; i < pairs; ++i) {
-      const float x0 = v[2 * i], x1 = v[2 * i + 1];
-      v[2 * i] = x0 * cos[i] - x1 * sin[i];
-      v[2 * i + 1] = x0 * sin[i] + x1 * cos[i];
+      float* a = v + step * i;
+      const float x0 = a[0], x1 = a[partner];
+      a[0] = x0 * cos[i] - x1 * sin[i];
+      a[partner] = x0 * sin[i] + x1 * cos[i];
     }
   }
 }
@@ -48,7 +51,7 @@ void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_he
       cos[i] = float(std::cos(angle));
       sin[i] = float(std::sin(angle));
     }
-    rotate_token(x + t * num_heads * head_dim, num_heads, head_dim, cos, sin);
+    rotate_token(x + t * num_heads * head_dim, num_heads, head_dim, cos, sin, p.neox);
   }
 }
 

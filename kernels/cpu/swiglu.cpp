@@ -1,6 +1,7 @@
 #include "kernels/swiglu.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/cpu/simd.h"
 
@@ -31,6 +32,15 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * kChunk;
     swiglu_span(gate + begin, up + begin, out + begin, std::min(kChunk, n - begin));
+  }
+}
+
+void geglu(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+#pragma omp parallel for schedule(static) if (n > kChunk)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
   }
 }
 

@@ -1,9 +1,11 @@
-// Embedding gather: one block per requested row, each thread decoding single elements of it. A
-// quantized block's scale is re-read by each of its 32 elements, but those loads hit L1; what
-// matters is that the f32 output writes coalesce.
+// Embedding gather: one block per requested row. F32/F16/BF16/Q4_0/Q4_1/Q8_0: each thread decodes
+// single elements of it; a quantized block's scale is re-read by each of its 32 elements, but those
+// loads hit L1, and the f32 output writes coalesce. The other quantized types (Q5_x, IQ4, K-quants),
+// whose codes and scales are scattered over a block: each thread decodes a 32-element chunk with
+// quant_decode.cuh's decoders (the matmul's), and writes it out.
 //
 // GGUF rows of 16-bit and quantized types may start at any 2-byte aligned address (block sizes 18,
-// 20 and 34 bytes), so those are read with 16-bit and byte loads only.
+// 20, 34, 110, ... bytes), so those are read with 16-bit and byte loads only.
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/quant_decode.cuh"
 #include "kernels/matmul.h"
 
 namespace flashserve::kernels::cuda {
@@ -59,35 +62,39 @@ __global__ void get_rows_kernel(const uint8_t* w, size_t row_stride, int64_t k, 
   for (int64_t i = threadIdx.x; i < k; i += kThreads) dst[i] = element<T>(row, i);
 }
 
-// Elements and bytes of one storage block, from dtype.h's layouts: kept here so this library needs
-// nothing from the CPU one.
-struct BlockLayout {
-  int64_t elems, bytes;
-};
-
-constexpr BlockLayout layout(DType t) {
-  switch (t) {
-    case DType::F32: return {1, 4};
-    case DType::F16:
-    case DType::BF16: return {1, 2};
-    case DType::Q4_0: return {kQuantBlock, sizeof(BlockQ4_0)};
-    case DType::Q4_1: return {kQuantBlock, sizeof(BlockQ4_1)};
-    case DType::Q8_0: return {kQuantBlock, sizeof(BlockQ8_0)};
+// One thread per 32-element chunk. Thread t's 32 stores are strided across the warp; L2 merges
+// them before they reach memory, and a gather is a few rows per step.
+template <class D>
+__global__ void get_rows_chunks_kernel(const char* w, size_t row_stride, int64_t k, const int32_t* ids, float* out) {
+  const char* row = w + size_t(ids[blockIdx.x]) * row_stride;
+  float* dst = out + blockIdx.x * k;
+  for (int64_t g = threadIdx.x; g < k / kChunk; g += kThreads) {
+    float v[kChunk];
+    decode_chunk<D>(row, g, v);
+#pragma unroll
+    for (int l = 0; l < kChunk; ++l) dst[g * kChunk + l] = v[l];
   }
-  return {0, 0};
 }
 
 template <DType T>
 void launch(const void* w, int64_t k, const int32_t* ids, int64_t n, float* out, cudaStream_t stream) {
-  const size_t row_stride = size_t(k / layout(T).elems * layout(T).bytes);
+  const size_t row_stride = size_t(k / block_layout(T).elems * block_layout(T).bytes);
   get_rows_kernel<T><<<unsigned(n), kThreads, 0, stream>>>(static_cast<const uint8_t*>(w), row_stride, k, ids, out);
+  FLASHSERVE_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class D>
+void launch_chunks(const void* w, int64_t k, const int32_t* ids, int64_t n, float* out, cudaStream_t stream) {
+  const size_t row_stride = size_t(k / D::kElems * D::kBytes);
+  get_rows_chunks_kernel<D>
+      <<<unsigned(n), kThreads, 0, stream>>>(static_cast<const char*>(w), row_stride, k, ids, out);
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
 
 void check_args(const void* w, DType wtype, int64_t k, int64_t n) {
   if (k <= 0 || n < 0) throw std::invalid_argument("cuda::get_rows: empty row or negative count");
   if (n > int64_t(INT32_MAX)) throw std::invalid_argument("cuda::get_rows: too many rows for one grid");
-  const BlockLayout l = layout(wtype);
+  const BlockLayout l = block_layout(wtype);
   if (l.elems == 0) throw std::invalid_argument("cuda::get_rows: unsupported dtype");
   if (k % l.elems != 0) throw std::invalid_argument("cuda::get_rows: k=" + std::to_string(k) + " is not whole blocks");
   const uintptr_t align = wtype == DType::F32 ? 4 : 2;
@@ -107,6 +114,16 @@ void get_rows(const void* w, DType wtype, int64_t k, const int32_t* ids, int64_t
     case DType::Q4_0: return launch<DType::Q4_0>(w, k, ids, n, out, stream);
     case DType::Q4_1: return launch<DType::Q4_1>(w, k, ids, n, out, stream);
     case DType::Q8_0: return launch<DType::Q8_0>(w, k, ids, n, out, stream);
+    case DType::Q5_0: return launch_chunks<Q5_0Block>(w, k, ids, n, out, stream);
+    case DType::Q5_1: return launch_chunks<Q5_1Block>(w, k, ids, n, out, stream);
+    case DType::IQ4_NL: return launch_chunks<IQ4_NLBlock>(w, k, ids, n, out, stream);
+    case DType::Q2_K: return launch_chunks<Q2_KBlock>(w, k, ids, n, out, stream);
+    case DType::Q3_K: return launch_chunks<Q3_KBlock>(w, k, ids, n, out, stream);
+    case DType::Q4_K: return launch_chunks<Q4_KBlock>(w, k, ids, n, out, stream);
+    case DType::Q5_K: return launch_chunks<Q5_KBlock>(w, k, ids, n, out, stream);
+    case DType::Q6_K: return launch_chunks<Q6_KBlock>(w, k, ids, n, out, stream);
+    case DType::Q8_K: return launch_chunks<Q8_KBlock>(w, k, ids, n, out, stream);
+    case DType::IQ4_XS: return launch_chunks<IQ4_XSBlock>(w, k, ids, n, out, stream);
   }
 }
 

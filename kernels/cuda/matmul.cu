@@ -13,13 +13,14 @@
 #include <utility>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/quant_decode.cuh"
 #include "kernels/matmul.h"
 
 namespace flashserve::kernels::cuda {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr int kGroup = 32;  // elements per quant block, and per staged group of x
+constexpr int kGroup = kChunk;  // weights per decoded chunk, and per staged group of x
 
 void check_lt(cublasStatus_t status, const char* call) {
   if (status != CUBLAS_STATUS_SUCCESS) {
@@ -29,74 +30,19 @@ void check_lt(cublasStatus_t status, const char* call) {
 }
 #define FLASHSERVE_LT_CHECK(stmt) check_lt((stmt), #stmt)
 
-// ---- Weight decoding (shared by the GEMV and the expansion into scratch) ----
-// Rows are only 2-byte aligned (18- and 34-byte blocks), so every read is a 16-bit load.
-
-__device__ __forceinline__ uint16_t load_u16(const char* p) {
-  return __ldg(reinterpret_cast<const unsigned short*>(p));
-}
-__device__ __forceinline__ float half_value(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-
-// Same formulas as the CPU codec, so each weight is the same f32 value on both sides.
-struct Q4_0Block {
-  static constexpr bool kQuantized = true;
-  static constexpr int kBytes = 18;
-  __device__ static void decode(const char* p, float (&w)[kGroup]) {
-    const float d = half_value(load_u16(p));
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      // Byte 2j holds elements 2j (low nibble) and 2j + 16; byte 2j + 1 holds 2j + 1 and 2j + 17.
-      const uint32_t q = load_u16(p + 2 + 2 * j);
-      w[2 * j] = float(int(q & 0xf) - 8) * d;
-      w[2 * j + 16] = float(int((q >> 4) & 0xf) - 8) * d;
-      w[2 * j + 1] = float(int((q >> 8) & 0xf) - 8) * d;
-      w[2 * j + 17] = float(int(q >> 12) - 8) * d;
-    }
-  }
-};
-
-struct Q4_1Block {
-  static constexpr bool kQuantized = true;
-  static constexpr int kBytes = 20;
-  __device__ static void decode(const char* p, float (&w)[kGroup]) {
-    const float d = half_value(load_u16(p));
-    const float m = half_value(load_u16(p + 2));
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const uint32_t q = load_u16(p + 4 + 2 * j);
-      w[2 * j] = fmaf(float(q & 0xf), d, m);
-      w[2 * j + 16] = fmaf(float((q >> 4) & 0xf), d, m);
-      w[2 * j + 1] = fmaf(float((q >> 8) & 0xf), d, m);
-      w[2 * j + 17] = fmaf(float(q >> 12), d, m);
-    }
-  }
-};
-
-struct Q8_0Block {
-  static constexpr bool kQuantized = true;
-  static constexpr int kBytes = 34;
-  __device__ static void decode(const char* p, float (&w)[kGroup]) {
-    const float d = half_value(load_u16(p));
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const uint32_t q = load_u16(p + 2 + 2 * j);
-      w[2 * j] = float(int8_t(q & 0xff)) * d;
-      w[2 * j + 1] = float(int8_t(q >> 8)) * d;
-    }
-  }
-};
+// ---- Weight decoding: quantized types in quant_decode.cuh (shared with the embedding gather) ----
 
 // Float-typed rows: element i of a row (any k, so no block structure to rely on).
 struct F32Elem {
-  static constexpr bool kQuantized = false;
+  static constexpr int kElems = 1;
   __device__ static float load(const char* row, int64_t i) { return __ldg(reinterpret_cast<const float*>(row) + i); }
 };
 struct F16Elem {
-  static constexpr bool kQuantized = false;
+  static constexpr int kElems = 1;
   __device__ static float load(const char* row, int64_t i) { return half_value(load_u16(row + 2 * i)); }
 };
 struct BF16Elem {
-  static constexpr bool kQuantized = false;
+  static constexpr int kElems = 1;
   __device__ static float load(const char* row, int64_t i) {
     return __uint_as_float(uint32_t(load_u16(row + 2 * i)) << 16);
   }
@@ -105,14 +51,15 @@ struct BF16Elem {
 // ---- GEMV: num_tokens <= kGemvMaxTokens ----
 // Each warp owns kRowsPerWarp rows of W; the block stages a tile of x (all tokens, kTileGroups
 // groups of 32 columns) in shared memory, which its warps then share. Quantized rows: lane g takes
-// quant block g of the tile (decoding it once for every token); float rows: lane j takes column j of
+// 32-weight chunk g of the tile (a block, or an eighth of a K-quant super-block), decoding it once for
+// every token; float rows: lane j takes column j of
 // each group, so its loads coalesce. Every lane accumulates its slice of a row in tile order and the
 // warp reduces in a fixed shuffle tree, so a token's result never depends on the other tokens.
 
 constexpr int kGemvWarps = 4;
 constexpr int kRowsPerWarp = 2;
 constexpr int kRowsPerBlock = kGemvWarps * kRowsPerWarp;
-constexpr int kTileGroups = kWarp;  // one quant block per lane per tile
+constexpr int kTileGroups = kWarp;  // one chunk per lane per tile
 constexpr int kTileElems = kTileGroups * kGroup;
 // A lane reads its group as float4s; padding each group by 4 floats puts the 8 lanes of a
 // quarter-warp's 16-byte reads on distinct banks.
@@ -135,14 +82,14 @@ template <class D, int T>
 __device__ void accumulate_blocks(const XTile<T>& xs, const char* __restrict__ w, size_t row_bytes, int64_t row0,
                                   int64_t n_out, int64_t k, int64_t c0, int lane,
                                   float (&acc)[kRowsPerWarp][T]) {
-  const int64_t block = c0 / kGroup + lane;
-  if (block >= k / kGroup) return;
+  const int64_t group = c0 / kGroup + lane;
+  if (group >= k / kGroup) return;
   // Both rows decoded up front, so each x value is read from shared memory once for both.
   float wv[kRowsPerWarp][kGroup];
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
     if (row0 + r < n_out) {
-      D::decode(w + (row0 + r) * row_bytes + block * D::kBytes, wv[r]);
+      decode_chunk<D>(w + (row0 + r) * row_bytes, group, wv[r]);
     } else {
 #pragma unroll
       for (float& v : wv[r]) v = 0.0f;  // a row past n_out: accumulated, never stored
@@ -199,7 +146,7 @@ __global__ void __launch_bounds__(kGemvWarps * kWarp)
   for (int64_t c0 = 0; c0 < k; c0 += kTileElems) {
     stage_x<T>(xs, x, num_tokens, k, c0);
     __syncthreads();
-    if constexpr (D::kQuantized)
+    if constexpr (D::kElems > 1)
       accumulate_blocks<D, T>(xs, w, row_bytes, row0, n_out, k, c0, lane, acc);
     else
       accumulate_elems<D, T>(xs, w, row_bytes, row0, n_out, k, c0, lane, acc);
@@ -244,16 +191,17 @@ __device__ __half to_16bit<__half>(float v) { return __float2half_rn(v); }
 template <>
 __device__ __nv_bfloat16 to_16bit<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
-// One thread per quant block, writing its 32 weights as F16 (a quant weight is d * small int, well
-// inside F16's range for real scales). out: [n_out][k].
+// One thread per 32-weight chunk, writing its weights as F16 (a quant weight is a scale times a small
+// int, well inside F16's range for real scales). out: [n_out][k].
 template <class D>
-__global__ void dequantize_kernel(const char* __restrict__ w, int64_t num_blocks, __half* __restrict__ out) {
-  const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (b >= num_blocks) return;
-  // Blocks of consecutive rows are contiguous in both layouts, so block b maps to b * 32 directly.
+__global__ void dequantize_kernel(const char* __restrict__ w, int64_t num_chunks, __half* __restrict__ out) {
+  const int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (g >= num_chunks) return;
+  // Rows are whole blocks and lie back to back in both layouts, so chunk g of the matrix is weights
+  // 32 g .. 32 g + 31 of the output.
   float wv[kGroup];
-  D::decode(w + b * D::kBytes, wv);
-  auto* dst = reinterpret_cast<__half2*>(out + b * kGroup);
+  decode_chunk<D>(w, g, wv);
+  auto* dst = reinterpret_cast<__half2*>(out + g * kGroup);
 #pragma unroll
   for (int j = 0; j < kGroup / 2; ++j) dst[j] = __floats2half2_rn(wv[2 * j], wv[2 * j + 1]);
 }
@@ -273,25 +221,19 @@ unsigned elementwise_grid(int64_t n) {
 }
 
 template <class D>
-void launch_dequantize(const void* w, int64_t num_blocks, __half* out, cudaStream_t stream) {
-  dequantize_kernel<D><<<elementwise_grid(num_blocks), kElementwiseThreads, 0, stream>>>(
-      static_cast<const char*>(w), num_blocks, out);
+void launch_dequantize(const void* w, int64_t num_chunks, __half* out, cudaStream_t stream) {
+  dequantize_kernel<D><<<elementwise_grid(num_chunks), kElementwiseThreads, 0, stream>>>(
+      static_cast<const char*>(w), num_chunks, out);
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
 
-bool quantized(DType t) { return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0; }
+bool quantized(DType t) { return block_layout(t).elems > 1; }
 
-// row_bytes() lives in the CPU library; the CUDA library keeps its own copy of the layout rule.
+// row_bytes() lives in the CPU library; the CUDA library keeps its own copy of the layouts.
 size_t weight_row_bytes(DType t, int64_t k) {
-  switch (t) {
-    case DType::F32: return size_t(k) * 4;
-    case DType::F16:
-    case DType::BF16: return size_t(k) * 2;
-    case DType::Q4_0: return size_t(k / kGroup) * Q4_0Block::kBytes;
-    case DType::Q4_1: return size_t(k / kGroup) * Q4_1Block::kBytes;
-    case DType::Q8_0: return size_t(k / kGroup) * Q8_0Block::kBytes;
-  }
-  throw std::invalid_argument("cuda::matmul: unknown weight type " + std::to_string(uint32_t(t)));
+  const BlockLayout l = block_layout(t);
+  if (l.elems == 0) throw std::invalid_argument("cuda::matmul: unknown weight type " + std::to_string(uint32_t(t)));
+  return size_t(k / l.elems) * size_t(l.bytes);
 }
 
 void check_args(const float* x, int64_t num_tokens, int64_t k, const void* w, DType wtype, int64_t n_out,
@@ -299,7 +241,7 @@ void check_args(const float* x, int64_t num_tokens, int64_t k, const void* w, DT
   weight_row_bytes(wtype, k);  // rejects unknown types
   if (num_tokens < 0 || n_out < 0) throw std::invalid_argument("cuda::matmul: negative num_tokens or n_out");
   if (k <= 0) throw std::invalid_argument("cuda::matmul: k must be positive");
-  if (quantized(wtype) && k % kGroup != 0)
+  if (k % block_layout(wtype).elems != 0)
     throw std::invalid_argument("cuda::matmul: k=" + std::to_string(k) + " is not whole quant blocks");
   if (num_tokens > 0 && n_out > 0 && (x == nullptr || w == nullptr || y == nullptr))
     throw std::invalid_argument("cuda::matmul: null operand");
@@ -468,17 +410,37 @@ void gemv(const float* x, int64_t num_tokens, int64_t k, const void* w, DType wt
     case DType::BF16: return launch_gemv<BF16Elem>(x, num_tokens, k, w, rb, n_out, y, stream);
     case DType::Q4_0: return launch_gemv<Q4_0Block>(x, num_tokens, k, w, rb, n_out, y, stream);
     case DType::Q4_1: return launch_gemv<Q4_1Block>(x, num_tokens, k, w, rb, n_out, y, stream);
+    case DType::Q5_0: return launch_gemv<Q5_0Block>(x, num_tokens, k, w, rb, n_out, y, stream);
+    case DType::Q5_1: return launch_gemv<Q5_1Block>(x, num_tokens, k, w, rb, n_out, y, stream);
     case DType::Q8_0: return launch_gemv<Q8_0Block>(x, num_tokens, k, w, rb, n_out, y, stream);
+    case DType::IQ4_NL: return launch_gemv<IQ4_NLBlock>(x, num_tokens, k, w, rb, n_out, y, stream);
+    case DType::Q2_K: return launch_gemv<Q2_KBlock>(x, num_tokens, k, w, rb, n_out, y, stream);
+    case DType::Q3_K: return launch_gemv<Q3_KBlock>(x, num_tokens, k, w, rb, n_out, y, stream);
+    case DType::Q4_K: return launch_gemv<Q4_KBlock>(x, num_tokens, k, w, rb, n_out, y, stream);
+    case DType::Q5_K: return launch_gemv<Q5_KBlock>(x, num_tokens, k, w, rb, n_out, y, stream);
+    case DType::Q6_K: return launch_gemv<Q6_KBlock>(x, num_tokens, k, w, rb, n_out, y, stream);
+    case DType::Q8_K: return launch_gemv<Q8_KBlock>(x, num_tokens, k, w, rb, n_out, y, stream);
+    case DType::IQ4_XS: return launch_gemv<IQ4_XSBlock>(x, num_tokens, k, w, rb, n_out, y, stream);
   }
 }
 
 // W as F16 in scratch (quantized types only).
 void expand_weights(const void* w, DType wtype, int64_t k, int64_t n_out, __half* out, cudaStream_t stream) {
-  const int64_t num_blocks = n_out * (k / kGroup);
+  const int64_t num_chunks = n_out * (k / kGroup);
   switch (wtype) {
-    case DType::Q4_0: return launch_dequantize<Q4_0Block>(w, num_blocks, out, stream);
-    case DType::Q4_1: return launch_dequantize<Q4_1Block>(w, num_blocks, out, stream);
-    case DType::Q8_0: return launch_dequantize<Q8_0Block>(w, num_blocks, out, stream);
+    case DType::Q4_0: return launch_dequantize<Q4_0Block>(w, num_chunks, out, stream);
+    case DType::Q4_1: return launch_dequantize<Q4_1Block>(w, num_chunks, out, stream);
+    case DType::Q5_0: return launch_dequantize<Q5_0Block>(w, num_chunks, out, stream);
+    case DType::Q5_1: return launch_dequantize<Q5_1Block>(w, num_chunks, out, stream);
+    case DType::Q8_0: return launch_dequantize<Q8_0Block>(w, num_chunks, out, stream);
+    case DType::IQ4_NL: return launch_dequantize<IQ4_NLBlock>(w, num_chunks, out, stream);
+    case DType::Q2_K: return launch_dequantize<Q2_KBlock>(w, num_chunks, out, stream);
+    case DType::Q3_K: return launch_dequantize<Q3_KBlock>(w, num_chunks, out, stream);
+    case DType::Q4_K: return launch_dequantize<Q4_KBlock>(w, num_chunks, out, stream);
+    case DType::Q5_K: return launch_dequantize<Q5_KBlock>(w, num_chunks, out, stream);
+    case DType::Q6_K: return launch_dequantize<Q6_KBlock>(w, num_chunks, out, stream);
+    case DType::Q8_K: return launch_dequantize<Q8_KBlock>(w, num_chunks, out, stream);
+    case DType::IQ4_XS: return launch_dequantize<IQ4_XSBlock>(w, num_chunks, out, stream);
     default: throw std::logic_error("expand_weights: not a quantized type");
   }
 }

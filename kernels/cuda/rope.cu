@@ -30,6 +30,7 @@ __device__ void pair_cos_sin(int32_t pos, int64_t pair, const RopeParams& p, flo
 __global__ void rope_kernel(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_heads,
                             int64_t head_dim, RopeParams p) {
   const int64_t pairs = p.rot_dim / 2;
+  const int64_t partner = p.neox ? pairs : 1;  // offset of a pair's second element from its first
   const int64_t groups = (num_heads + kHeadsPerThread - 1) / kHeadsPerThread;
   const int64_t total = num_tokens * groups * pairs;
   for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
@@ -48,15 +49,15 @@ __global__ void rope_kernel(float* x, const int32_t* positions, int64_t num_toke
 #pragma unroll
     for (int j = 0; j < kHeadsPerThread; ++j) {
       if (j >= heads) break;
-      v[j] = x + (token * num_heads + group * kHeadsPerThread + j) * head_dim + 2 * pair;
+      v[j] = x + (token * num_heads + group * kHeadsPerThread + j) * head_dim + (p.neox ? pair : 2 * pair);
       x0[j] = v[j][0];
-      x1[j] = v[j][1];
+      x1[j] = v[j][partner];
     }
 #pragma unroll
     for (int j = 0; j < kHeadsPerThread; ++j) {
       if (j >= heads) break;
       v[j][0] = x0[j] * c - x1[j] * s;
-      v[j][1] = x0[j] * s + x1[j] * c;
+      v[j][partner] = x0[j] * s + x1[j] * c;
     }
   }
 }

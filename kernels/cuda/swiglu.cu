@@ -20,7 +20,23 @@ __global__ void swiglu_kernel(const float* gate, const float* up, float* out, in
   }
 }
 
+__global__ void geglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+  }
+}
+
 }  // namespace
+
+void geglu(const float* gate, const float* up, float* out, int64_t n, CUstream_st* stream) {
+  if (n < 0) throw std::invalid_argument("cuda::geglu: negative length");
+  if (n == 0) return;
+  const int64_t blocks = std::min((n + kThreads - 1) / kThreads, kMaxBlocks);
+  geglu_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(gate, up, out, n);
+  FLASHSERVE_CUDA_CHECK(cudaGetLastError());
+}
 
 void swiglu(const float* gate, const float* up, float* out, int64_t n, CUstream_st* stream) {
   if (n < 0) throw std::invalid_argument("cuda::swiglu: negative length");

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/device.h"
+#include "kernels/backend.h"
 
 namespace flashserve::test {
 
@@ -14,7 +14,7 @@ namespace flashserve::test {
 class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (kernels::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+    if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   }
 };
 

@@ -159,7 +159,7 @@ struct Caches {
     FLASHSERVE_CUDA_CHECK(cudaDeviceSynchronize());
     for (float& x : k) x = widen_bits(p.cfg.kv_type, round_bits(p.cfg.kv_type, x));
     for (float& x : v) x = widen_bits(p.cfg.kv_type, round_bits(p.cfg.kv_type, x));
-    kernels::kv_write(p.layout, cpu_k.data(), cpu_v.data(), k.data(), v.data(), slots.data(), int64_t(slots.size()));
+    kernels::kv_write(p.layout, DType::F32, cpu_k.data(), cpu_v.data(), k.data(), v.data(), slots.data(), int64_t(slots.size()));
   }
 };
 
@@ -178,7 +178,7 @@ std::vector<int32_t> context_lens(const Problem& p) {
 // The batch in device memory. The grid bounds are looser than the batch needs, as under a CUDA graph.
 struct GpuBatch {
   DeviceBuffer<int32_t> query_start, context_lens_buf, tables;
-  kc::AttentionBatch batch;
+  kernels::AttentionBatch batch;
 
   GpuBatch(const Problem& p, int32_t max_num_queries)
       : query_start(query_starts(p)), context_lens_buf(context_lens(p)), tables(p.tables) {
@@ -193,13 +193,13 @@ struct GpuBatch {
 };
 
 std::vector<float> cpu_attention(const Problem& p, const Caches& c) {
-  std::vector<kernels::AttentionSeq> seqs;
   const auto starts = query_starts(p);
-  for (size_t s = 0; s < p.specs.size(); ++s)
-    seqs.push_back({starts[s], p.specs[s].num_queries, p.specs[s].context_len, p.table(s)});
+  const auto lens = context_lens(p);
+  const kernels::AttentionBatch b{starts.data(), lens.data(), p.tables.data(), p.num_seqs(), p.max_blocks,
+                                  p.max_queries(), p.max_blocks * kBlockSize};
   std::vector<float> out(p.out_elems(), NAN);
-  kernels::paged_attention(p.q.data(), c.cpu_k.data(), c.cpu_v.data(), p.layout, seqs.data(), p.num_seqs(),
-                           p.cfg.num_heads, p.scale(), out.data());
+  kernels::paged_attention(p.q.data(), c.cpu_k.data(), c.cpu_v.data(), DType::F32, p.layout, b, p.cfg.num_heads,
+                           p.scale(), out.data());
   return out;
 }
 
@@ -340,8 +340,8 @@ TEST_F(CudaAttention, DecodeEqualsPrefillOnOneQueryBatch) {
 
 // The checks below run before any CUDA call, so they pass without a device too.
 
-kc::AttentionBatch one_query_batch() {
-  kc::AttentionBatch b;
+kernels::AttentionBatch one_query_batch() {
+  kernels::AttentionBatch b;
   b.query_start = nullptr;
   b.context_lens = nullptr;
   b.block_tables = nullptr;

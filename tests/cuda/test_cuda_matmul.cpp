@@ -22,7 +22,9 @@ using kernels::DType;
 using test::DeviceBuffer;
 using CudaMatmul = test::CudaTest;
 
-constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q8_0};
+constexpr DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                               DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
+                               DType::Q6_K, DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS};
 
 bool quantized(DType t) { return kernels::block_elems(t) > 1; }
 
@@ -40,7 +42,8 @@ std::vector<uint8_t> random_weights(std::mt19937& rng, DType t, int64_t n_out, i
 }
 
 // Error bound per output, as a multiple of sum_k |x_k w_k| (the reference's abs_sum):
-//  - GEMV and cuBLASLt's f32 path accumulate f32 products of exact operands: 1e-5, as the CPU tests.
+//  - GEMV and cuBLASLt's f32 path accumulate f32 products of exact operands (Q6_K and Q8_K weights
+//    carry one f32 rounding, 6e-8 relative): 1e-5, as the CPU tests.
 //  - The 16-bit path rounds x to the weights' 16-bit type (relative error 2^-11 for F16, 2^-8 for
 //    BF16) and, for quantized weights, each expanded weight to F16 (another 2^-11): per term
 //    |x~w~ - xw| <= (u_x + u_w) |xw|, so 2 * 2^-11 ~ 1e-3 (F16) and 2^-8 ~ 3.9e-3 (BF16), plus f32
@@ -53,6 +56,12 @@ double relative_bound(DType t, int64_t num_tokens) {
 struct Shape {
   int64_t k, n_out;
 };
+
+// k spanning one and several 1024-column tiles, and a partial tile, in whole blocks of the type.
+std::vector<Shape> shapes(DType t) {
+  if (kernels::block_elems(t) == kernels::kSuperBlock) return {{512, 67}, {1536, 33}, {2304, 5}};
+  return {{576, 67}, {1536, 33}, {2080, 5}};
+}
 
 std::vector<float> run_gpu(kernels::cuda::MatmulContext& ctx, const std::vector<float>& x, int64_t nt, int64_t k,
                            const std::vector<uint8_t>& w, DType t, int64_t n_out) {
@@ -89,7 +98,7 @@ TEST_F(CudaMatmul, MatchesCpuAndReferenceOnBothPaths) {
   kernels::cuda::MatmulContext ctx;
   for (DType t : kAllTypes) {
     for (int64_t nt : {1, 3, 8, 9, 64, 300}) {
-      for (const Shape& s : {Shape{576, 67}, Shape{1536, 33}, Shape{2080, 5}}) expect_matches(ctx, rng, t, nt, s);
+      for (const Shape& s : shapes(t)) expect_matches(ctx, rng, t, nt, s);
       if (!quantized(t)) expect_matches(ctx, rng, t, nt, Shape{100, 7});  // k not whole 32-blocks
     }
   }
@@ -190,10 +199,11 @@ TEST(CudaMatmulWithoutDevice, RejectsBadArguments) {
     kernels::cuda::matmul(ctx, &x, nt, k, w, t, n_out, &y, nullptr);
   };
   EXPECT_THROW(call(1, 33, DType::Q4_0, 1), std::invalid_argument);  // k not whole quant blocks
+  EXPECT_THROW(call(1, 288, DType::Q4_K, 1), std::invalid_argument);  // nor whole super-blocks
   EXPECT_THROW(call(1, 0, DType::F32, 1), std::invalid_argument);
   EXPECT_THROW(call(-1, 32, DType::F32, 1), std::invalid_argument);
   EXPECT_THROW(call(1, 32, DType::F32, -1), std::invalid_argument);
-  EXPECT_THROW(call(1, 32, static_cast<DType>(7), 1), std::invalid_argument);
+  EXPECT_THROW(call(1, 32, static_cast<DType>(16), 1), std::invalid_argument);  // IQ2_XXS: not taken
   EXPECT_THROW(kernels::cuda::matmul(ctx, nullptr, 1, 32, w, DType::F32, 1, &y, nullptr), std::invalid_argument);
   EXPECT_THROW(ctx.reserve(-1, 32, 32), std::invalid_argument);
 }

@@ -1,5 +1,6 @@
 // The row-wise CUDA ops (add_rmsnorm, rope, swiglu, get_rows, moe_route) against their CPU twins
-// and the f64 references. The bound each op is held to is stated at its test. The plain TESTs at the
+// and the f64 references over the shapes that take the CUDA kernels' separate paths (alignment,
+// shared-memory caching, tiles); tests/backend_ops checks the contract itself on every backend. The bound each op is held to is stated at its test. The plain TESTs at the
 // end check the host wrappers' argument errors, which must come before any CUDA call: they run
 // without a device.
 #include <gtest/gtest.h>
@@ -136,16 +137,20 @@ TEST_F(CudaRows, SwigluMatchesCpuAndReference) {
   }
 }
 
-constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q8_0};
+constexpr DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                               DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
+                               DType::Q6_K, DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS};
 
-// Dequantization is exact arithmetic (every d * q fits f32), so bit for bit equal to the CPU
-// gather and to the f64 decode. The table sits 2 bytes past an aligned address for all 16-bit and
-// quantized types, as GGUF rows may; ids repeat and come in any order.
+// Every dequantized value is one rounding of an exact expression (exact outright but for Q6_K and
+// Q8_K), so bit for bit equal to the CPU gather and to the f64 decode rounded to f32. The table sits
+// 2 bytes past an aligned address for all 16-bit and quantized types, as GGUF rows may (Q8_K's f32
+// scale included); ids repeat and come in any order. k = 10240 gives the chunk decoders' threads
+// more than one chunk each.
 TEST_F(CudaRows, GetRowsMatchesCpuBitForBit) {
   std::mt19937 rng(54);
   for (DType t : kAllTypes) {
     const bool quantized = kernels::block_elems(t) > 1;
-    for (int64_t k : {64, 576, 1000, 4096}) {
+    for (int64_t k : {64, 576, 768, 1000, 4096, 10240}) {
       if (k % kernels::block_elems(t) != 0) continue;
       const int64_t n_rows = 37;
       const size_t rb = kernels::row_bytes(t, k);
@@ -267,6 +272,7 @@ TEST_F(CudaRows, MoeRouteWithoutTokensZeroesOffsets) {
 TEST(CudaRowsWithoutDevice, RejectBadShapes) {
   using namespace kernels;
   float f[8] = {};
+  EXPECT_THROW(cuda::rmsnorm(nullptr, nullptr, nullptr, 0, 64, 1e-5f, nullptr), std::invalid_argument);
   EXPECT_THROW(cuda::add_rmsnorm(f, f, f, f, 0, 64, 1e-5f, nullptr), std::invalid_argument);
   EXPECT_THROW(cuda::add_rmsnorm(f, f, f, f, 2, 0, 1e-5f, nullptr), std::invalid_argument);
 
@@ -284,7 +290,8 @@ TEST(CudaRowsWithoutDevice, RejectBadShapes) {
   EXPECT_THROW(cuda::get_rows(table, DType::F16, 8, &id, -1, f, nullptr), std::invalid_argument);
   EXPECT_THROW(cuda::get_rows(table + 1, DType::Q8_0, 32, &id, 1, f, nullptr), std::invalid_argument);
   EXPECT_THROW(cuda::get_rows(table + 2, DType::F32, 8, &id, 1, f, nullptr), std::invalid_argument);
-  EXPECT_THROW(cuda::get_rows(table, DType(7), 32, &id, 1, f, nullptr), std::invalid_argument);
+  EXPECT_THROW(cuda::get_rows(table, DType::Q4_K, 32, &id, 1, f, nullptr), std::invalid_argument);
+  EXPECT_THROW(cuda::get_rows(table, DType(16), 32, &id, 1, f, nullptr), std::invalid_argument);  // IQ2_XXS
 
   int32_t i32[8] = {};
   const MoeRouting out{i32, f, i32, i32};

@@ -10,6 +10,7 @@
 
 #include "kernels/dtype.h"
 #include "kernels/paged_attention.h"
+#include "tests/kernels/reference_quants.h"
 
 namespace flashserve::test {
 
@@ -68,6 +69,16 @@ inline std::vector<double> ref_dequant(DType t, const void* src, int64_t n) {
         out[i] = ref_half(read_u16(blk)) * double(int8_t(blk[2 + j]));
         break;
       }
+      case DType::Q5_0:
+      case DType::Q5_1:
+      case DType::IQ4_NL:
+      case DType::Q2_K:
+      case DType::Q3_K:
+      case DType::Q4_K:
+      case DType::Q5_K:
+      case DType::Q6_K:
+      case DType::Q8_K:
+      case DType::IQ4_XS: out[i] = ref_quants::elem(t, p, i); break;
     }
   }
   return out;
@@ -138,5 +149,35 @@ inline std::vector<double> ref_attention_row(const float* q, const std::vector<c
     for (int64_t i = 0; i < hd; ++i) out[i] += s[j] / sum * vrows[j][i];
   return out;
 }
+
+// Host arrays behind a kernels::AttentionBatch, built a sequence at a time.
+struct AttentionArrays {
+  std::vector<int32_t> query_start{0}, context_lens, flat_tables;
+  std::vector<std::vector<int32_t>> tables;
+
+  void add(int32_t num_queries, int32_t context_len, std::vector<int32_t> table) {
+    query_start.push_back(query_start.back() + num_queries);
+    context_lens.push_back(context_len);
+    tables.push_back(std::move(table));
+  }
+  // Valid while this object lives and add() is not called again.
+  kernels::AttentionBatch batch() {
+    size_t stride = 1;
+    for (const auto& t : tables) stride = std::max(stride, t.size());
+    flat_tables.assign(stride * tables.size(), 0);
+    for (size_t s = 0; s < tables.size(); ++s) std::copy(tables[s].begin(), tables[s].end(), flat_tables.begin() + s * stride);
+    kernels::AttentionBatch b;
+    b.query_start = query_start.data();
+    b.context_lens = context_lens.data();
+    b.block_tables = flat_tables.data();
+    b.num_seqs = int32_t(tables.size());
+    b.max_blocks_per_seq = int32_t(stride);
+    for (size_t s = 0; s < tables.size(); ++s) {
+      b.max_num_queries = std::max(b.max_num_queries, query_start[s + 1] - query_start[s]);
+      b.max_context_len = std::max(b.max_context_len, context_lens[s]);
+    }
+    return b;
+  }
+};
 
 }  // namespace flashserve::test

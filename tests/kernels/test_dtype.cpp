@@ -129,7 +129,7 @@ TEST(DType, Metadata) {
   EXPECT_EQ(dtype_from_ggml(3), DType::Q4_1);
   EXPECT_EQ(dtype_from_ggml(8), DType::Q8_0);
   EXPECT_EQ(dtype_from_ggml(30), DType::BF16);
-  EXPECT_FALSE(dtype_from_ggml(6).has_value());  // Q5_0: unsupported
+  EXPECT_FALSE(dtype_from_ggml(9).has_value());  // Q8_1: unsupported
   EXPECT_EQ(dtype_name(DType::Q4_0), "Q4_0");
   EXPECT_EQ(row_bytes(DType::F16, 7), 14u);
   EXPECT_EQ(row_bytes(DType::Q4_0, 64), 36u);

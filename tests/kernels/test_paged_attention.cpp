@@ -67,21 +67,19 @@ struct Batch {
   void write(size_t s, int32_t begin, int32_t end) {
     std::vector<int32_t> slots;
     for (int32_t p = begin; p < end; ++p) slots.push_back(slot(s, p));
-    kv_write(layout, k_cache.data(), v_cache.data(), &k[s][size_t(begin * kv_row())], &v[s][size_t(begin * kv_row())],
+    kv_write(layout, DType::F32, k_cache.data(), v_cache.data(), &k[s][size_t(begin * kv_row())], &v[s][size_t(begin * kv_row())],
              slots.data(), end - begin);
   }
 
   std::vector<float> attend_all(float scale) {
-    std::vector<AttentionSeq> seqs;
-    int32_t start = 0;
+    AttentionArrays seqs;
     for (size_t s = 0; s < specs.size(); ++s) {
       write(s, 0, specs[s].context_len);
-      seqs.push_back({start, specs[s].num_queries, specs[s].context_len, tables[s].data()});
-      start += specs[s].num_queries;
+      seqs.add(specs[s].num_queries, specs[s].context_len, tables[s]);
     }
     std::vector<float> out(q.size(), NAN);
-    paged_attention(q.data(), k_cache.data(), v_cache.data(), layout, seqs.data(), int32_t(seqs.size()), num_heads,
-                    scale, out.data());
+    paged_attention(q.data(), k_cache.data(), v_cache.data(), DType::F32, layout, seqs.batch(), num_heads, scale,
+                    out.data());
     return out;
   }
 };
@@ -155,14 +153,23 @@ TEST(PagedAttention, ChunkedPrefillEqualsWholeBitwise) {
     for (int c = 0; c < 3; ++c) {
       const int32_t begin = bounds[c], end = bounds[c + 1];
       b.write(0, begin, end);
-      const AttentionSeq seq{0, end - begin, end, b.tables[0].data()};
+      AttentionArrays seq;
+      seq.add(end - begin, end, b.tables[0]);
       const int64_t off = begin * b.q_row();
-      paged_attention(b.q.data() + off, b.k_cache.data(), b.v_cache.data(), b.layout, &seq, 1, b.num_heads, 0.125f,
-                      chunked.data() + off);
+      paged_attention(b.q.data() + off, b.k_cache.data(), b.v_cache.data(), DType::F32, b.layout, seq.batch(),
+                      b.num_heads, 0.125f, chunked.data() + off);
     }
     ASSERT_EQ(std::memcmp(chunked.data(), whole.data(), whole.size() * 4), 0) << threads << " threads";
   }
   set_num_threads(saved_threads);
+}
+
+TEST(PagedAttention, CpuCacheIsF32Only) {
+  const KvLayout l{4, 1, 2};
+  std::vector<float> kc(8), vc(8);
+  const float k[] = {1, 2}, v[] = {3, 4};
+  const int32_t slot = 0;
+  EXPECT_THROW(kv_write(l, DType::F16, kc.data(), vc.data(), k, v, &slot, 1), std::invalid_argument);
 }
 
 TEST(PagedAttention, KvWriteSkipsNegativeSlots) {
@@ -170,7 +177,7 @@ TEST(PagedAttention, KvWriteSkipsNegativeSlots) {
   std::vector<float> kc(8, 0.0f), vc(8, 0.0f);
   const float k[] = {1, 2, 3, 4}, v[] = {5, 6, 7, 8};
   const int32_t slots[] = {3, -1};
-  kv_write(l, kc.data(), vc.data(), k, v, slots, 2);
+  kv_write(l, DType::F32, kc.data(), vc.data(), k, v, slots, 2);
   EXPECT_EQ(kc, (std::vector<float>{0, 0, 0, 0, 0, 0, 1, 2}));
   EXPECT_EQ(vc, (std::vector<float>{0, 0, 0, 0, 0, 0, 5, 6}));
 }

@@ -9,6 +9,7 @@
 
 #include "model/llama_model.h"
 #include "tests/util/reference_llama.h"
+#include "tests/util/runners.h"
 #include "tests/util/tiny_model.h"
 
 namespace flashserve {
@@ -52,21 +53,21 @@ Logits rows_of(const ForwardOutput& out, int32_t seq) {
 }
 
 // Prefills `tokens` in chunks of `chunk` tokens, collecting logits for every position.
-Logits prefill(const LlamaModel& m, KvCache& cache, const std::vector<int32_t>& tokens, const std::vector<int32_t>& table,
+Logits prefill(ModelRunner& cache, const std::vector<int32_t>& tokens, const std::vector<int32_t>& table,
                int chunk) {
   Logits all;
   for (int begin = 0; begin < int(tokens.size()); begin += chunk) {
     const int end = std::min<int>(begin + chunk, tokens.size());
     ForwardBatch b{{seq_input(tokens, begin, end, table)}};
-    for (auto& row : rows_of(m.forward(b, cache), 0)) all.push_back(std::move(row));
+    for (auto& row : rows_of(cache.forward(b), 0)) all.push_back(std::move(row));
   }
   return all;
 }
 
 // Every position's logits of a whole-prompt prefill against the plain f64 forward pass.
 void expect_prefill_matches_reference(const LlamaModel& m, const std::vector<int32_t>& tokens) {
-  KvCache cache(m.config(), 8, 16);
-  const Logits got = prefill(m, cache, tokens, blocks(0, 3), int(tokens.size()));
+  auto cache = test::cpu_runner(m, 8, 16);
+  const Logits got = prefill(*cache, tokens, blocks(0, 3), int(tokens.size()));
   const auto want = test::reference_logits(m.file(), tokens);
   ASSERT_EQ(got.size(), want.size());
   for (size_t p = 0; p < got.size(); ++p) {
@@ -95,6 +96,84 @@ INSTANTIATE_TEST_SUITE_P(WeightTypes, ForwardVsReference,
                                            TypeCase{DType::BF16, DType::F32, true}, TypeCase{DType::Q8_0, DType::Q8_0, true},
                                            TypeCase{DType::Q4_0, DType::Q8_0, false},
                                            TypeCase{DType::Q4_1, DType::Q8_0, true}));
+
+// Every weight format the CPU decodes, through the whole forward pass. K-quants and IQ4_XS pack
+// 256-element super-blocks, so every matrix here has rows of 256 or 512.
+class FormatVsReference : public ::testing::TestWithParam<DType> {};
+
+TEST_P(FormatVsReference, LogitsMatchF64Reference) {
+  test::TinyModelSpec spec;
+  spec.dim = 256;
+  spec.ffn_dim = 512;
+  spec.num_heads = 4;
+  spec.matrix_type = GetParam();
+  spec.embd_type = GetParam();
+  spec.tied_embeddings = false;  // the LM head in the format too, the embedding through get_rows
+  spec.seed = 11;
+  expect_prefill_matches_reference(*tiny(spec), random_tokens(21, 5));
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, FormatVsReference,
+                         ::testing::Values(DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                                           DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS),
+                         [](const auto& info) { return std::string(kernels::dtype_name(info.param)); });
+
+// The same layer sequence with each architecture's additions: Qwen2's Q/K/V biases; Qwen3's
+// per-head Q/K norms; Gemma 3's too, with GeGLU, post-branch norms, scaled embeddings and five
+// sliding-window layers (window 8, so a 37-token prompt reaches past it) to each global one; all
+// but Llama with neox RoPE. A missed bias, norm, window or RoPE layout moves logits far past the
+// bound.
+class ArchitectureVsReference : public ::testing::TestWithParam<std::string> {
+ protected:
+  static test::TinyModelSpec spec_for(const std::string& arch) {
+    test::TinyModelSpec spec;
+    spec.arch = arch;
+    if (arch == "gemma3") spec.num_layers = 6;  // layers 0-4 local, 5 global
+    return spec;
+  }
+};
+
+TEST_P(ArchitectureVsReference, LogitsMatchF64Reference) {
+  test::TinyModelSpec spec = spec_for(GetParam());
+  spec.matrix_type = DType::Q8_0;
+  spec.seed = 13;
+  const auto m = tiny(spec);
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.arch, GetParam());
+  EXPECT_EQ(c.rope_neox, GetParam() != "llama");
+  EXPECT_EQ(m->layers()[0].bq.empty(), GetParam() != "qwen2");
+  EXPECT_EQ(m->layers()[0].q_norm.empty(), GetParam() != "qwen3" && GetParam() != "gemma3");
+  if (GetParam() == "gemma3") {
+    EXPECT_TRUE(c.is_local_layer(0) && c.is_local_layer(4) && !c.is_local_layer(5));
+    EXPECT_TRUE(c.geglu);
+    EXPECT_FLOAT_EQ(c.embed_scale, 8.0f);  // sqrt(64)
+  }
+  expect_prefill_matches_reference(*m, random_tokens(37, 6));
+}
+
+// Chunking and batching change no bit with the extra ops either.
+TEST_P(ArchitectureVsReference, ChunkedPrefillMatchesWhole) {
+  const auto m = tiny(spec_for(GetParam()));
+  const auto tokens = random_tokens(45, 14);
+  auto a = test::cpu_runner(*m, 4), b = test::cpu_runner(*m, 4);
+  EXPECT_EQ(prefill(*a, tokens, blocks(0, 3), 45), prefill(*b, tokens, blocks(0, 3), 8));
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, ArchitectureVsReference, ::testing::Values("llama", "qwen2", "qwen3", "gemma3"),
+                         [](const auto& info) { return info.param; });
+
+TEST(ModelLoad, UnsupportedArchitectureIsNamed) {
+  test::TinyModelSpec spec;
+  spec.arch = "gemma2";
+  const std::string path = test::temp_model_path("gemma2");
+  test::write_tiny_model(path, spec);
+  try {
+    LlamaModel::load(path);
+    FAIL() << "loaded an architecture we do not run";
+  } catch (const GgufError& e) {
+    EXPECT_NE(std::string(e.what()).find("unsupported architecture 'gemma2'"), std::string::npos) << e.what();
+  }
+}
 
 struct MoeCase {
   int32_t experts, used;
@@ -156,78 +235,82 @@ INSTANTIATE_TEST_SUITE_P(Ffn, ForwardInvariance,
 
 TEST_P(ForwardInvariance, ShuffledBlockTableMatchesContiguous) {
   const auto tokens = random_tokens(70, 11);
-  KvCache a(model_->config(), 16, 16), b(model_->config(), 16, 16);
+  auto a = test::cpu_runner(*model_, 16, 16);
+  auto b = test::cpu_runner(*model_, 16, 16);
   std::vector<int32_t> shuffled = blocks(0, 16);
   std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(5));
   shuffled.resize(5);
-  EXPECT_EQ(prefill(*model_, a, tokens, blocks(0, 5), 70), prefill(*model_, b, tokens, shuffled, 70));
+  EXPECT_EQ(prefill(*a, tokens, blocks(0, 5), 70), prefill(*b, tokens, shuffled, 70));
 }
 
 TEST_P(ForwardInvariance, ChunkedPrefillMatchesWhole) {
   const auto tokens = random_tokens(53, 12);
-  KvCache a(model_->config(), 4, 16), b(model_->config(), 4, 16), c(model_->config(), 4, 16);
-  const Logits whole = prefill(*model_, a, tokens, blocks(0, 4), 53);
-  EXPECT_EQ(whole, prefill(*model_, b, tokens, blocks(0, 4), 7));
-  EXPECT_EQ(whole, prefill(*model_, c, tokens, blocks(0, 4), 1));  // token-by-token decode
+  auto a = test::cpu_runner(*model_, 4, 16);
+  auto b = test::cpu_runner(*model_, 4, 16);
+  auto c = test::cpu_runner(*model_, 4, 16);
+  const Logits whole = prefill(*a, tokens, blocks(0, 4), 53);
+  EXPECT_EQ(whole, prefill(*b, tokens, blocks(0, 4), 7));
+  EXPECT_EQ(whole, prefill(*c, tokens, blocks(0, 4), 1));  // token-by-token decode
 }
 
 TEST_P(ForwardInvariance, BatchedSequencesMatchEachAlone) {
   const std::vector<std::vector<int32_t>> prompts = {random_tokens(5, 1), random_tokens(33, 2), random_tokens(1, 3),
                                                      random_tokens(17, 4)};
-  KvCache batched(model_->config(), 32, 16);
+  auto batched = test::cpu_runner(*model_, 32, 16);
   ForwardBatch b;
   for (size_t i = 0; i < prompts.size(); ++i) {
     b.seqs.push_back(seq_input(prompts[i], 0, prompts[i].size(), blocks(8 * i, 3)));
   }
-  const ForwardOutput out = model_->forward(b, batched);
+  const ForwardOutput out = batched->forward(b);
   for (size_t i = 0; i < prompts.size(); ++i) {
-    KvCache alone(model_->config(), 3, 16);
-    EXPECT_EQ(rows_of(out, i), prefill(*model_, alone, prompts[i], blocks(0, 3), prompts[i].size())) << "seq " << i;
+    auto alone = test::cpu_runner(*model_, 3, 16);
+    EXPECT_EQ(rows_of(out, i), prefill(*alone, prompts[i], blocks(0, 3), prompts[i].size())) << "seq " << i;
   }
 }
 
 TEST_P(ForwardInvariance, MixedPrefillAndDecodeBatchMatchesAlone) {
   const auto long_prompt = random_tokens(40, 21), short_prompt = random_tokens(9, 22);
-  KvCache cache(model_->config(), 16, 16);
-  prefill(*model_, cache, short_prompt, blocks(0, 1), 8);  // short one has 8 tokens cached
+  auto cache = test::cpu_runner(*model_, 16, 16);
+  prefill(*cache, short_prompt, blocks(0, 1), 8);  // short one has 8 tokens cached
   ForwardBatch b{{seq_input(short_prompt, 8, 9, blocks(0, 1)), seq_input(long_prompt, 0, 40, blocks(4, 3))}};
-  const ForwardOutput out = model_->forward(b, cache);
+  const ForwardOutput out = cache->forward(b);
 
-  KvCache alone(model_->config(), 4, 16);
-  EXPECT_EQ(rows_of(out, 0).back(), prefill(*model_, alone, short_prompt, blocks(0, 1), 9).back());
-  KvCache alone2(model_->config(), 4, 16);
-  EXPECT_EQ(rows_of(out, 1), prefill(*model_, alone2, long_prompt, blocks(0, 3), 40));
+  auto alone = test::cpu_runner(*model_, 4, 16);
+  EXPECT_EQ(rows_of(out, 0).back(), prefill(*alone, short_prompt, blocks(0, 1), 9).back());
+  auto alone2 = test::cpu_runner(*model_, 4, 16);
+  EXPECT_EQ(rows_of(out, 1), prefill(*alone2, long_prompt, blocks(0, 3), 40));
 }
 
 TEST_P(ForwardInvariance, LastTokenLogitsOnlyByDefault) {
   const auto tokens = random_tokens(10, 31);
-  KvCache cache(model_->config(), 2, 16);
+  auto cache = test::cpu_runner(*model_, 2, 16);
   SequenceInput s = seq_input(tokens, 0, 10, blocks(0, 1));
   s.logits = LogitRows::Last;
-  const ForwardOutput out = model_->forward(ForwardBatch{{s}}, cache);
+  const ForwardOutput out = cache->forward(ForwardBatch{{s}});
   ASSERT_EQ(out.num_rows[0], 1);
-  KvCache again(model_->config(), 2, 16);
-  EXPECT_EQ(rows_of(out, 0).back(), prefill(*model_, again, tokens, blocks(0, 1), 10).back());
+  auto again = test::cpu_runner(*model_, 2, 16);
+  EXPECT_EQ(rows_of(out, 0).back(), prefill(*again, tokens, blocks(0, 1), 10).back());
 }
 
 TEST_P(ForwardInvariance, ChunkWithoutLogitsStillFillsTheCache) {
   const auto tokens = random_tokens(30, 41);
-  KvCache a(model_->config(), 2, 16), b(model_->config(), 2, 16);
+  auto a = test::cpu_runner(*model_, 2, 16);
+  auto b = test::cpu_runner(*model_, 2, 16);
   SequenceInput head = seq_input(tokens, 0, 20, blocks(0, 2));
   head.logits = LogitRows::None;
-  const ForwardOutput none = model_->forward(ForwardBatch{{head}}, a);
+  const ForwardOutput none = a->forward(ForwardBatch{{head}});
   EXPECT_EQ(none.num_rows[0], 0);
   EXPECT_TRUE(none.logits.empty());
-  const ForwardOutput tail = model_->forward(ForwardBatch{{seq_input(tokens, 20, 30, blocks(0, 2))}}, a);
-  const Logits whole = prefill(*model_, b, tokens, blocks(0, 2), 30);
+  const ForwardOutput tail = a->forward(ForwardBatch{{seq_input(tokens, 20, 30, blocks(0, 2))}});
+  const Logits whole = prefill(*b, tokens, blocks(0, 2), 30);
   EXPECT_EQ(rows_of(tail, 0), Logits(whole.begin() + 20, whole.end()));
 }
 
 TEST_P(ForwardInvariance, MalformedBatchesAreRejected) {
-  KvCache cache(model_->config(), 2, 16);
+  auto cache = test::cpu_runner(*model_, 2, 16);
   auto expect_rejected = [&](SequenceInput s, const std::string& fragment) {
     try {
-      model_->forward(ForwardBatch{{s}}, cache);
+      cache->forward(ForwardBatch{{s}});
       ADD_FAILURE() << "accepted a batch that should fail with '" << fragment << "'";
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
@@ -240,7 +323,7 @@ TEST_P(ForwardInvariance, MalformedBatchesAreRejected) {
   SequenceInput past_context = seq_input({1}, 0, 1, blocks(0, 2));
   past_context.num_computed_tokens = 512;
   expect_rejected(past_context, "context window");
-  EXPECT_THROW(model_->forward(ForwardBatch{}, cache), std::invalid_argument);
+  EXPECT_THROW(cache->forward(ForwardBatch{}), std::invalid_argument);
 }
 
 TEST(ModelLoad, MissingTensorIsNamed) {

@@ -420,7 +420,7 @@ TEST_F(GgufTest, BadTensorInfos) {
   expect_error(one_tensor({4, 0}, 0, 0, 64), {"invalid dimension 1 = 0"});
   expect_error(one_tensor({1ull << 40, 1ull << 40}, 0, 0, 64), {"invalid dimension 1", "overflows"});
   expect_error(one_tensor({33}, 8, 0, 64), {"row length 33", "block size 32"});
-  expect_error(one_tensor({256}, 12, 0, 1024), {"'blk.0.attn_q.weight'", "unsupported type 12 (Q4_K)"});
+  expect_error(one_tensor({256}, 16, 0, 1024), {"'blk.0.attn_q.weight'", "unsupported type 16 (IQ2_XXS)"});
   expect_error(one_tensor({4}, 0, 16, 64), {"offset 16", "alignment 32"});
   expect_error(one_tensor({16}, 0, 0, 63), {"'blk.0.attn_q.weight' data [", ", ", ") beyond file size"});
   expect_error(one_tensor({4}, 0, ~0ull & ~31ull, 64), {"beyond file size"});

@@ -164,13 +164,13 @@ TEST_F(ModelConfigTest, InconsistentValuesNameTheKey) {
       {"llama.feed_forward_length", std::string("96"), "'llama.feed_forward_length' has type STRING"},
       {"llama.attention.head_count_kv", 3u, "llama.attention.head_count_kv (3) must divide"},
       {"llama.attention.head_count", 5u, "llama.attention.head_count (5) must divide llama.embedding_length"},
-      {"llama.attention.key_length", 32u, "llama.attention.key_length (32) times llama.attention.head_count"},
+      {"llama.attention.value_length", 32u, "llama.attention.value_length must equal the key length 16"},
       {"llama.attention.value_length", 8u, "llama.attention.value_length must equal"},
       {"llama.attention.layer_norm_rms_epsilon", -1.0f, "llama.attention.layer_norm_rms_epsilon must be"},
       {"llama.rope.dimension_count", 15u, "llama.rope.dimension_count (15) must be even"},
       {"llama.rope.dimension_count", 32u, "llama.rope.dimension_count (32) must be even and at most"},
       {"llama.rope.freq_base", 0.0f, "llama.rope.freq_base must be a positive"},
-      {"llama.rope.scaling.type", std::string("yarn"), "llama.rope.scaling.type 'yarn' is not supported"},
+      {"llama.rope.scaling.type", std::string("yarn"), "llama.rope.scaling.type 'yarn' is not supported (only 'none', 'linear' and 'llama3')"},
   };
   const auto all = keys;
   for (const auto& c : cases) {

@@ -11,6 +11,7 @@
 #include "model/chat_template.h"
 #include "model/llama_model.h"
 #include "tests/util/reference_llama.h"
+#include "tests/util/runners.h"
 #include "tests/util/test_paths.h"
 
 namespace flashserve {
@@ -32,13 +33,13 @@ class SmolLM2 : public ::testing::Test {
 
   // Logits at every position of `tokens`, one prefill.
   static ForwardOutput score(const std::vector<int32_t>& tokens) {
-    KvCache cache(model_->config(), int32_t(tokens.size() + 15) / 16, 16);
+    auto cache = test::cpu_runner(*model_, int32_t(tokens.size() + 15) / 16);
     SequenceInput s;
     s.token_ids = tokens;
-    s.block_table.resize(cache.num_blocks());
+    s.block_table.resize(cache->num_kv_blocks());
     std::iota(s.block_table.begin(), s.block_table.end(), 0);
     s.logits = LogitRows::All;
-    return model_->forward(ForwardBatch{{s}}, cache);
+    return cache->forward(ForwardBatch{{s}});
   }
 
   static LlamaModel* model_;
@@ -128,14 +129,14 @@ TEST_F(SmolLM2, GreedyChatAnswerIsCoherent) {
   const Tokenizer& tok = model_->tokenizer();
   std::vector<int32_t> tokens =
       model_->encode_chat(model_->chat_template(), {{"user", "Explain photosynthesis in simple terms."}});
-  KvCache cache(model_->config(), 16, 16);
+  auto cache = test::cpu_runner(*model_, 16);
   SequenceInput s;
   s.block_table.resize(16);
   std::iota(s.block_table.begin(), s.block_table.end(), 0);
   s.token_ids = tokens;
   std::vector<int32_t> answer;
   for (int step = 0; step < 40; ++step) {
-    const ForwardOutput out = model_->forward(ForwardBatch{{s}}, cache);
+    const ForwardOutput out = cache->forward(ForwardBatch{{s}});
     const int32_t next = int32_t(std::max_element(out.row(0), out.row(0) + out.vocab_size) - out.row(0));
     if (tok.is_end_of_generation(next)) break;
     answer.push_back(next);

@@ -9,6 +9,7 @@
 #include "model/llama_model.h"
 #include "tests/util/engine_harness.h"
 #include "tests/util/fake_runner.h"
+#include "tests/util/runners.h"
 #include "tests/util/tiny_model.h"
 
 namespace flashserve {
@@ -99,12 +100,14 @@ TEST_F(EngineInvariance, TinyLlamaBatchedChunkedPreemptedCached) {
   const auto model = LlamaModel::load(path);
   const auto jobs = mixed_jobs(32, 2, 60, 12);
 
-  LlamaRunner roomy(*model, 256, 16);
+  const auto roomy_runner = test::cpu_runner(*model, 256);
+  ModelRunner& roomy = *roomy_runner;
   const auto want = alone(roomy, jobs);
   expect_same(test::run_jobs(roomy, *tok_, config(64, 4096), jobs), want);
   expect_same(test::run_jobs(roomy, *tok_, config(64, 5), jobs), want);
 
-  LlamaRunner tight(*model, 12, 16);
+  const auto tight_runner = test::cpu_runner(*model, 12);
+  ModelRunner& tight = *tight_runner;
   const auto preempted = test::run_jobs(tight, *tok_, config(64, 128), jobs);
   expect_same(preempted, want);
   EXPECT_GT(preempted.engine.num_preemptions, 0);
@@ -135,10 +138,9 @@ TEST_F(EngineInvariance, SeededSamplingIgnoresWhatElseRuns) {
   EXPECT_NE(test::run_jobs(runner, *tok_, config(1, 4096), {other_seed}).results[0].tokens, alone_run);
 }
 
-// A runner that samples on the device (the CUDA one; here the fake, with the sampling op's CPU twin)
-// must give every request the tokens host sampling gives: same RNG draws, same penalties from the
-// same history, whatever the mix of greedy, seeded and logprobs requests in the batch.
-TEST_F(EngineInvariance, DeviceSamplingEqualsHostSampling) {
+// Logprobs describe the raw logits and bring rows to the host; they must not change what is drawn,
+// whatever the mix of greedy, seeded and penalised requests in the batch.
+TEST_F(EngineInvariance, AskingForLogprobsChangesNoToken) {
   auto jobs = mixed_jobs(24, 9, 40, 30);
   for (size_t i = 0; i < jobs.size(); ++i) {
     SamplingParams& p = jobs[i].params;
@@ -152,12 +154,12 @@ TEST_F(EngineInvariance, DeviceSamplingEqualsHostSampling) {
     p.frequency_penalty = i % 3 == 1 ? 0.5f : 0.0f;
     p.presence_penalty = i % 3 == 2 ? -0.4f : 0.0f;
     if (i % 7 == 3) p.logit_bias = {{'a', 2.0f}, {'e', -1.5f}};
-    if (i % 9 == 5) p.logprobs = 1;  // needs its logits on the host: sampled there
   }
-  test::FakeRunner host(test::kTinyVocab, 1024, 16, 4096);
-  test::FakeRunner device(test::kTinyVocab, 1024, 16, 4096, /*sample_on_device=*/true);
-  const auto want = test::run_jobs(host, *tok_, config(8, 64), jobs);
-  const auto got = test::run_jobs(device, *tok_, config(8, 64), jobs);
+  auto with_logprobs = jobs;
+  for (size_t i = 0; i < jobs.size(); i += 2) with_logprobs[i].params.logprobs = int32_t(i % 3);
+  test::FakeRunner runner(test::kTinyVocab, 1024, 16, 4096);
+  const auto want = test::run_jobs(runner, *tok_, config(8, 64), jobs);
+  const auto got = test::run_jobs(runner, *tok_, config(8, 64), with_logprobs);
   for (size_t i = 0; i < jobs.size(); ++i) EXPECT_EQ(got.results[i].tokens, want.results[i].tokens) << "job " << i;
 }
 

@@ -6,6 +6,7 @@
 
 #include "model/llama_model.h"
 #include "tests/util/engine_harness.h"
+#include "tests/util/runners.h"
 #include "tests/util/test_paths.h"
 
 namespace flashserve {
@@ -56,25 +57,25 @@ LlamaModel* EngineSmolLM2::model_ = nullptr;
 
 TEST_F(EngineSmolLM2, GreedyAnswerIsIndependentOfHowItIsServed) {
   const Tokenizer& tok = model_->tokenizer();
-  LlamaRunner roomy(*model_, 256, 16);
-  const test::JobResult alone = test::run_jobs(roomy, tok, config(1, 4096, false), {target()}).results[0];
+  auto roomy = test::cpu_runner(*model_, 256);
+  const test::JobResult alone = test::run_jobs(*roomy, tok, config(1, 4096, false), {target()}).results[0];
   ASSERT_EQ(alone.tokens.size(), 24u);
   std::printf("[ answer    ] %s\n", alone.text.c_str());
   EXPECT_NE(alone.text.find("Photosynthesis"), std::string::npos);
 
   const auto jobs = crowd();
-  const auto batched = test::run_jobs(roomy, tok, config(64, 4096, true), jobs);
+  const auto batched = test::run_jobs(*roomy, tok, config(64, 4096, true), jobs);
   EXPECT_EQ(batched.results[1].tokens, alone.tokens) << "batched with 31 others";
 
-  const auto chunked = test::run_jobs(roomy, tok, config(64, 32, true), jobs);
+  const auto chunked = test::run_jobs(*roomy, tok, config(64, 32, true), jobs);
   EXPECT_EQ(chunked.results[1].tokens, alone.tokens) << "chunked prefill";
 
-  LlamaRunner tight(*model_, 12, 16);  // 192 tokens of KV for all 32; the long one alone needs 180
-  const auto preempted = test::run_jobs(tight, tok, config(64, 256, true), jobs);
+  auto tight = test::cpu_runner(*model_, 12);  // 192 tokens of KV for all 32; the long one alone needs 180
+  const auto preempted = test::run_jobs(*tight, tok, config(64, 256, true), jobs);
   EXPECT_EQ(preempted.results[1].tokens, alone.tokens) << "after preemption";
   EXPECT_GT(preempted.results[1].num_preemptions, 0);
 
-  const auto twice = test::run_jobs(roomy, tok, config(1, 4096, true), {target(), target()});
+  const auto twice = test::run_jobs(*roomy, tok, config(1, 4096, true), {target(), target()});
   EXPECT_EQ(twice.results[1].tokens, alone.tokens) << "with a prefix-cache hit";
   EXPECT_EQ(twice.results[1].num_cached_tokens, (int32_t(target().prompt.size()) - 1) / 16 * 16);
   EXPECT_GT(twice.results[1].num_cached_tokens, 0);

@@ -1,4 +1,5 @@
-// SamplingParams validation and RequestSampler: greedy, the tempered distribution and its top-k /
+// SamplingParams validation and sampling as a request sees it (RequestSampler's steps through the
+// CPU sampling op): greedy, the tempered distribution and its top-k /
 // top-p / min-p truncations (chi-square against the exact probabilities, p = 0.001 critical values),
 // penalties and bias, seeding, and logprobs.
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "kernels/sampling.h"
 #include "scheduler/sampler.h"
 #include "scheduler/sampling_params.h"
 
@@ -18,6 +20,18 @@ namespace flashserve {
 namespace {
 
 using Ids = std::vector<int32_t>;
+
+// One step the way a runner takes it: the sampler's step, the CPU sampling op on a copy of the raw
+// logits, logprobs from the raw logits when asked, and the token recorded back.
+SampledToken sample(RequestSampler& sampler, const float* logits, int32_t vocab) {
+  const SamplingStep step = sampler.step();
+  std::vector<float> scratch(logits, logits + vocab);
+  SampledToken t;
+  kernels::sample_rows(scratch.data(), 1, vocab, &step.row, step.adjusts.data(), &t.token);
+  if (step.logprobs >= 0) kernels::token_logprobs(logits, vocab, t.token, step.logprobs, t.logprob, t.top_logprobs);
+  sampler.record(t.token);
+  return t;
+}
 
 // ---------------------------------------------------------------------------------------------
 // validate()
@@ -118,7 +132,7 @@ std::vector<int> draw_counts(const SamplingParams& p, const std::vector<float>& 
   RequestSampler sampler(p, {}, /*fallback_seed=*/12345);
   std::vector<int> counts(logits.size());
   const int32_t vocab = static_cast<int32_t>(logits.size());
-  for (int i = 0; i < draws; ++i) ++counts[sampler.sample(logits.data(), vocab).token];
+  for (int i = 0; i < draws; ++i) ++counts[sample(sampler, logits.data(), vocab).token];
   return counts;
 }
 
@@ -158,10 +172,10 @@ TEST(Sampler, GreedyIsArgmax) {
   for (uint64_t seed = 0; seed < 20; ++seed) {
     const std::vector<float> logits = random_logits(1000, 2.0f, seed);
     const auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
-    EXPECT_EQ(sampler.sample(logits.data(), 1000).token, best);
+    EXPECT_EQ(sample(sampler, logits.data(), 1000).token, best);
   }
   const std::vector<float> tie = {1.0f, 3.0f, 3.0f, 2.0f};
-  EXPECT_EQ(sampler.sample(tie.data(), 4).token, 1);
+  EXPECT_EQ(sample(sampler, tie.data(), 4).token, 1);
 }
 
 TEST(Sampler, TemperatureSamplesTheSoftmax) {
@@ -231,7 +245,7 @@ TEST(Sampler, TopPOverAFullVocabularyNeverLeavesTheNucleus) {
   SamplingParams p;
   p.top_p = 0.9f;
   RequestSampler sampler(p, {}, 3);
-  for (int i = 0; i < 500; ++i) ASSERT_TRUE(nucleus.count(sampler.sample(logits.data(), kV).token)) << i;
+  for (int i = 0; i < 500; ++i) ASSERT_TRUE(nucleus.count(sample(sampler, logits.data(), kV).token)) << i;
 }
 
 TEST(Sampler, TopKOverAFullVocabularyKeepsExactlyTheKBest) {
@@ -246,7 +260,7 @@ TEST(Sampler, TopKOverAFullVocabularyKeepsExactlyTheKBest) {
   p.temperature = 3.0f;  // flatten, so that draws reach deep into the kept set
   RequestSampler sampler(p, {}, 4);
   float lowest = INFINITY;
-  for (int i = 0; i < 500; ++i) lowest = std::min(lowest, logits[sampler.sample(logits.data(), kV).token]);
+  for (int i = 0; i < 500; ++i) lowest = std::min(lowest, logits[sample(sampler, logits.data(), kV).token]);
   EXPECT_GE(lowest, kth);
 }
 
@@ -255,7 +269,7 @@ TEST(Sampler, TinyTemperatureIsGreedyNotNaN) {
   p.temperature = 1e-30f;
   p.top_p = 0.9f;
   RequestSampler sampler(p, {}, 1);
-  for (int i = 0; i < 50; ++i) EXPECT_EQ(sampler.sample(kEight.data(), 8).token, 2);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(sample(sampler, kEight.data(), 8).token, 2);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -266,7 +280,7 @@ Ids greedy_run(const SamplingParams& base, const std::vector<float>& logits, con
   RequestSampler sampler(p, prompt, 1);
   Ids out;
   const int32_t vocab = static_cast<int32_t>(logits.size());
-  for (int i = 0; i < steps; ++i) out.push_back(sampler.sample(logits.data(), vocab).token);
+  for (int i = 0; i < steps; ++i) out.push_back(sample(sampler, logits.data(), vocab).token);
   return out;
 }
 
@@ -275,7 +289,7 @@ TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
   p.repetition_penalty = 1.5f;
   EXPECT_EQ(greedy_run(p, {2.0f, 1.5f}, {0}, 1), (Ids{1}));     // 2 / 1.5 = 1.33 < 1.5
   EXPECT_EQ(greedy_run(p, {-1.0f, -1.2f}, {0}, 1), (Ids{1}));   // -1 * 1.5 = -1.5 < -1.2
-  EXPECT_EQ(greedy_run(p, {2.0f, 1.5f}, {5, 5}, 1), (Ids{0}));  // only tokens seen are penalised
+  EXPECT_EQ(greedy_run(p, {2.0f, 1.5f, 0.0f}, {2, 2}, 1), (Ids{0}));  // only tokens seen are penalised
   p.repetition_penalty = 1.2f;
   EXPECT_EQ(greedy_run(p, {2.0f, 1.5f}, {0}, 1), (Ids{0}));     // 2 / 1.2 = 1.67 > 1.5
 }
@@ -321,7 +335,7 @@ Ids sampled_run(const SamplingParams& p, uint64_t fallback_seed, int steps) {
   const std::vector<float> logits = random_logits(1000, 1.0f, 99);
   RequestSampler sampler(p, {}, fallback_seed);
   Ids out;
-  for (int i = 0; i < steps; ++i) out.push_back(sampler.sample(logits.data(), 1000).token);
+  for (int i = 0; i < steps; ++i) out.push_back(sample(sampler, logits.data(), 1000).token);
   return out;
 }
 
@@ -359,7 +373,7 @@ TEST(Sampler, LogprobsAreRawLogSoftmaxWithSortedTopList) {
   p.repetition_penalty = 2.0f;
   RequestSampler sampler(p, {1, 2, 3}, 5);
   for (int step = 0; step < 3; ++step) {
-    const SampledToken s = sampler.sample(logits.data(), 5000);
+    const SampledToken s = sample(sampler, logits.data(), 5000);
     EXPECT_EQ(s.token, 17);
     EXPECT_NEAR(s.logprob, reference[17], 1e-4);
     ASSERT_EQ(s.top_logprobs.size(), 5u);
@@ -377,16 +391,19 @@ TEST(Sampler, LogprobsAreRawLogSoftmaxWithSortedTopList) {
 TEST(Sampler, LogprobsCountsAndAbsence) {
   SamplingParams p;
   p.logprobs = 0;  // the sampled token's logprob, no list
-  SampledToken s = RequestSampler(p, {}, 1).sample(kEight.data(), 8);
+  RequestSampler first(p, {}, 1);
+  SampledToken s = sample(first, kEight.data(), 8);
   EXPECT_TRUE(s.top_logprobs.empty());
   EXPECT_NEAR(s.logprob, log_softmax(kEight)[s.token], 1e-5);
   p.logprobs = 20;  // more than the vocabulary: all of it, best first
-  s = RequestSampler(p, {}, 1).sample(kEight.data(), 8);
+  RequestSampler all(p, {}, 1);
+  s = sample(all, kEight.data(), 8);
   ASSERT_EQ(s.top_logprobs.size(), 8u);
   EXPECT_EQ(s.top_logprobs.front().first, 2);
   for (size_t i = 1; i < 8; ++i) EXPECT_GE(s.top_logprobs[i - 1].second, s.top_logprobs[i].second);
   p.logprobs = -1;
-  s = RequestSampler(p, {}, 1).sample(kEight.data(), 8);
+  RequestSampler none(p, {}, 1);
+  s = sample(none, kEight.data(), 8);
   EXPECT_TRUE(s.top_logprobs.empty());
   EXPECT_EQ(s.logprob, 0.0f);
 }

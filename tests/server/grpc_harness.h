@@ -48,9 +48,15 @@ class FinishRecorder : public ServingObserver {
 };
 
 class GrpcHarness {
+  static GrpcOptions loopback() {
+    GrpcOptions o;
+    o.address = "127.0.0.1:0";
+    return o;
+  }
+
  public:
   explicit GrpcHarness(const LlamaModel& model, const EngineOptions& options = small_engine_options())
-      : serving(model, "test-model", options, &recorder), server(serving, GrpcOptions{"127.0.0.1:0"}) {
+      : serving(model, "test-model", options, &recorder), server(serving, loopback()) {
     server.start();
     channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server.port()), grpc::InsecureChannelCredentials());
     stub = pb::Generation::NewStub(channel);

@@ -7,14 +7,12 @@
 
 namespace flashserve::test {
 
-FakeRunner::FakeRunner(int32_t vocab_size, int32_t num_blocks, int32_t block_size, int32_t context_len,
-                       bool sample_on_device)
+FakeRunner::FakeRunner(int32_t vocab_size, int32_t num_blocks, int32_t block_size, int32_t context_len)
     : vocab_(vocab_size),
       num_blocks_(num_blocks),
       block_size_(block_size),
       context_len_(context_len),
-      slots_(size_t(num_blocks) * block_size, -1),
-      sample_on_device_(sample_on_device) {}
+      slots_(size_t(num_blocks) * block_size, -1) {}
 
 ForwardOutput FakeRunner::forward(const ForwardBatch& batch) {
   ++calls_;
@@ -38,11 +36,14 @@ ForwardOutput FakeRunner::forward(const ForwardBatch& batch) {
       out.logits.resize(out.logits.size() + vocab_);
       logits_for(s, s.num_computed_tokens + r, out.logits.data() + out.logits.size() - vocab_);
     }
-    out.sampled.push_back(-1);
-    if (sample_on_device_ && s.sample >= 0 && rows == 1) {
-      const DeviceSampling& d = batch.samples.at(s.sample);
-      std::vector<float> row(out.logits.end() - vocab_, out.logits.end());
-      kernels::sample_rows(row.data(), 1, vocab_, &d.row, d.adjusts.data(), &out.sampled.back());
+    out.sampled.emplace_back();
+    if (s.sample >= 0) {
+      const SamplingStep& d = batch.samples.at(s.sample);
+      const float* raw = out.logits.data() + out.logits.size() - vocab_;
+      std::vector<float> row(raw, raw + vocab_);
+      SampledToken& t = out.sampled.back();
+      kernels::sample_rows(row.data(), 1, vocab_, &d.row, d.adjusts.data(), &t.token);
+      if (d.logprobs >= 0) kernels::token_logprobs(raw, vocab_, t.token, d.logprobs, t.logprob, t.top_logprobs);
     }
   }
   return out;

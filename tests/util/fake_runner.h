@@ -11,18 +11,15 @@ namespace flashserve::test {
 
 class FakeRunner : public ModelRunner {
  public:
-  // Logits favour byte tokens 0..255, so text decodes with the tiny model's vocabulary.
-  // With `sample_on_device`, it takes SequenceInput::sample as the CUDA runner does, picking tokens
-  // with the sampling op's CPU twin.
-  FakeRunner(int32_t vocab_size, int32_t num_blocks, int32_t block_size, int32_t context_len,
-             bool sample_on_device = false);
+  // Logits favour byte tokens 0..255, so text decodes with the tiny model's vocabulary. Tokens
+  // are picked with the CPU sampling op, as a real runner on the CPU does.
+  FakeRunner(int32_t vocab_size, int32_t num_blocks, int32_t block_size, int32_t context_len);
 
   int32_t vocab_size() const override { return vocab_; }
   int32_t context_len() const override { return context_len_; }
   int32_t num_kv_blocks() const override { return num_blocks_; }
   int32_t block_size() const override { return block_size_; }
   ForwardOutput forward(const ForwardBatch& batch) override;
-  bool samples_on_device() const override { return sample_on_device_; }
 
   int64_t num_forward_calls() const { return calls_; }
   int64_t num_tokens_computed() const { return tokens_computed_; }
@@ -35,7 +32,6 @@ class FakeRunner : public ModelRunner {
   std::vector<int32_t> slots_;  // token id per slot, -1 if never written
   int64_t calls_ = 0, tokens_computed_ = 0;
   int32_t max_seqs_ = 0;
-  bool sample_on_device_;
 };
 
 }  // namespace flashserve::test

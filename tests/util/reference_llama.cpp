@@ -54,16 +54,34 @@ Vec rmsnorm(const Vec& x, const Vec& w, double eps) {
   return y;
 }
 
-void rope(Vec& x, int heads, int head_dim, int rot_dim, int pos, double theta, double freq_scale) {
+// Pair i rotates dims (2i, 2i + 1), or (i, i + rot_dim / 2) in the neox layout.
+// Gemma 3's local layers use their own base and no scaling.
+void rope(Vec& x, int heads, int head_dim, int pos, const ModelConfig& c, bool local) {
+  const int rot_dim = c.rope_dim;
+  const double theta = local ? c.rope_theta_local : c.rope_theta, scale = local ? 1.0 : c.rope_freq_scale;
   for (int h = 0; h < heads; ++h) {
     for (int i = 0; i < rot_dim / 2; ++i) {
-      const double angle = pos * freq_scale * std::pow(theta, -2.0 * i / rot_dim);
-      double& a = x[h * head_dim + 2 * i];
-      double& b = x[h * head_dim + 2 * i + 1];
+      const double angle = pos * scale * std::pow(theta, -2.0 * i / rot_dim);
+      double& a = x[h * head_dim + (c.rope_neox ? i : 2 * i)];
+      double& b = x[h * head_dim + (c.rope_neox ? i + rot_dim / 2 : 2 * i + 1)];
       const double a0 = a, b0 = b;
       a = a0 * std::cos(angle) - b0 * std::sin(angle);
       b = a0 * std::sin(angle) + b0 * std::cos(angle);
     }
+  }
+}
+
+void add(Vec& x, const Vec& bias) {
+  for (size_t i = 0; i < bias.size(); ++i) x[i] += bias[i];
+}
+
+// Each head's slice normalised on its own (no-op without a norm weight).
+void norm_heads(Vec& x, const Vec& w, const ModelConfig& c) {
+  if (w.empty()) return;
+  for (size_t h = 0; h < x.size() / size_t(c.head_dim); ++h) {
+    const Vec head(x.begin() + h * c.head_dim, x.begin() + (h + 1) * c.head_dim);
+    const Vec n = rmsnorm(head, w, c.rms_eps);
+    std::copy(n.begin(), n.end(), x.begin() + h * c.head_dim);
   }
 }
 
@@ -73,16 +91,24 @@ struct Expert {
 
 struct Layer {
   Vec attn_norm, ffn_norm;
+  Vec bq, bk, bv;      // Qwen2: empty when absent
+  Vec q_norm, k_norm;  // Qwen3, Gemma 3: empty when absent
+  Vec post_attn_norm, post_ffn_norm;  // Gemma 3: empty when absent
   Mat wq, wk, wv, wo;
   Expert dense;                 // unused in MoE models
   Mat router;                   // MoE only: [num_experts][dim]
   std::vector<Expert> experts;  // MoE only
 };
 
-Vec swiglu_mlp(const Expert& w, const Vec& h) {
+// SwiGLU, or GeGLU with the tanh approximation of gelu (Gemma).
+Vec gated_mlp(const Expert& w, const Vec& h, bool gelu) {
   Vec g = matvec(w.gate, h);
   const Vec u = matvec(w.up, h);
-  for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double x = g[i];
+    g[i] = (gelu ? 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)))
+                 : x / (1.0 + std::exp(-x))) * u[i];
+  }
   return matvec(w.down, g);
 }
 
@@ -99,20 +125,21 @@ Vec moe_mlp(const Layer& l, const Vec& h, int top_k) {
   for (int j = 0; j < top_k; ++j) chosen += p[order[j]];
   Vec out(h.size(), 0.0);
   for (int j = 0; j < top_k; ++j) {
-    const Vec y = swiglu_mlp(l.experts[order[j]], h);
+    const Vec y = gated_mlp(l.experts[order[j]], h, false);
     for (size_t i = 0; i < out.size(); ++i) out[i] += p[order[j]] / chosen * y[i];
   }
   return out;
 }
 
-// Causal attention of the last query over all keys so far.
-Vec attend(const Vec& q, const Mat& keys, const Mat& values, const ModelConfig& c) {
+// Causal attention of the last query over the keys so far (only the last `window` when > 0).
+Vec attend(const Vec& q, const Mat& keys, const Mat& values, const ModelConfig& c, int window) {
   const int group = c.num_heads / c.num_kv_heads;
+  const size_t first = window > 0 && keys.size() > size_t(window) ? keys.size() - size_t(window) : 0;
   Vec out(q.size(), 0.0);
   for (int h = 0; h < c.num_heads; ++h) {
     const int kvh = h / group;
-    Vec s(keys.size());
-    for (size_t j = 0; j < keys.size(); ++j) {
+    Vec s(keys.size(), -INFINITY);
+    for (size_t j = first; j < keys.size(); ++j) {
       double d = 0;
       for (int i = 0; i < c.head_dim; ++i) d += q[h * c.head_dim + i] * keys[j][kvh * c.head_dim + i];
       s[j] = d / std::sqrt(double(c.head_dim));
@@ -120,7 +147,7 @@ Vec attend(const Vec& q, const Mat& keys, const Mat& values, const ModelConfig& 
     const double mx = *std::max_element(s.begin(), s.end());
     double sum = 0;
     for (double& v : s) sum += (v = std::exp(v - mx));
-    for (size_t j = 0; j < keys.size(); ++j) {
+    for (size_t j = first; j < keys.size(); ++j) {
       for (int i = 0; i < c.head_dim; ++i) out[h * c.head_dim + i] += s[j] / sum * values[j][kvh * c.head_dim + i];
     }
   }
@@ -159,6 +186,19 @@ ReferenceLlama::ReferenceLlama(const GgufFile& f) : w_(std::make_unique<Weights>
     l.wk = load(f, p + "attn_k.weight");
     l.wv = load(f, p + "attn_v.weight");
     l.wo = load(f, p + "attn_output.weight");
+    if (f.find_tensor(p + "attn_q.bias")) {
+      l.bq = load(f, p + "attn_q.bias")[0];
+      l.bk = load(f, p + "attn_k.bias")[0];
+      l.bv = load(f, p + "attn_v.bias")[0];
+    }
+    if (f.find_tensor(p + "attn_q_norm.weight")) {
+      l.q_norm = load(f, p + "attn_q_norm.weight")[0];
+      l.k_norm = load(f, p + "attn_k_norm.weight")[0];
+    }
+    if (f.find_tensor(p + "post_attention_norm.weight")) {
+      l.post_attn_norm = load(f, p + "post_attention_norm.weight")[0];
+      l.post_ffn_norm = load(f, p + "post_ffw_norm.weight")[0];
+    }
     if (w.c.is_moe()) {
       load_experts(f, p, l);
     } else {
@@ -175,18 +215,27 @@ std::vector<std::vector<double>> ReferenceLlama::logits(const std::vector<int32_
   std::vector<std::vector<double>> logits;
   for (size_t pos = 0; pos < tokens.size(); ++pos) {
     Vec x = w_->embd[tokens[pos]];
+    for (double& v : x) v *= c.embed_scale;
     for (int li = 0; li < c.num_layers; ++li) {
       const Layer& l = w_->layers[li];
+      const bool local = c.is_local_layer(li);
       Vec h = rmsnorm(x, l.attn_norm, c.rms_eps);
-      Vec q = matvec(l.wq, h), k = matvec(l.wk, h);
-      rope(q, c.num_heads, c.head_dim, c.rope_dim, int(pos), c.rope_theta, c.rope_freq_scale);
-      rope(k, c.num_kv_heads, c.head_dim, c.rope_dim, int(pos), c.rope_theta, c.rope_freq_scale);
+      Vec q = matvec(l.wq, h), k = matvec(l.wk, h), v = matvec(l.wv, h);
+      add(q, l.bq);
+      add(k, l.bk);
+      add(v, l.bv);
+      norm_heads(q, l.q_norm, c);
+      norm_heads(k, l.k_norm, c);
+      rope(q, c.num_heads, c.head_dim, int(pos), c, local);
+      rope(k, c.num_kv_heads, c.head_dim, int(pos), c, local);
       keys[li].push_back(k);
-      values[li].push_back(matvec(l.wv, h));
-      const Vec o = matvec(l.wo, attend(q, keys[li], values[li], c));
+      values[li].push_back(v);
+      Vec o = matvec(l.wo, attend(q, keys[li], values[li], c, local ? c.sliding_window : 0));
+      if (!l.post_attn_norm.empty()) o = rmsnorm(o, l.post_attn_norm, c.rms_eps);
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
       h = rmsnorm(x, l.ffn_norm, c.rms_eps);
-      const Vec d = c.is_moe() ? moe_mlp(l, h, c.num_experts_used) : swiglu_mlp(l.dense, h);
+      Vec d = c.is_moe() ? moe_mlp(l, h, c.num_experts_used) : gated_mlp(l.dense, h, c.geglu);
+      if (!l.post_ffn_norm.empty()) d = rmsnorm(d, l.post_ffn_norm, c.rms_eps);
       for (size_t i = 0; i < x.size(); ++i) x[i] += d[i];
     }
     logits.push_back(matvec(w_->out_w, rmsnorm(x, w_->out_norm, c.rms_eps)));

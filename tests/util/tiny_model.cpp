@@ -77,13 +77,17 @@ class WeightMaker {
   }
 
   // A norm weight near 1.
-  void norm(GgufWriter& w, const std::string& name, int64_t n) {
+  void norm(GgufWriter& w, const std::string& name, int64_t n) { vector(w, name, n, 1.0f, 0.2f); }
+  // A bias around 0, large enough to matter.
+  void bias(GgufWriter& w, const std::string& name, int64_t n) { vector(w, name, n, 0.0f, 0.5f); }
+
+ private:
+  void vector(GgufWriter& w, const std::string& name, int64_t n, float center, float spread) {
     std::vector<float> v(n);
-    for (float& x : v) x = 1.0f + uniform(0.2f);
+    for (float& x : v) x = center + uniform(spread);
     if (name != omit_) w.add_tensor(name, {n}, kernels::DType::F32, v.data(), v.size() * sizeof(float));
   }
 
- private:
   void tensor(GgufWriter& w, const std::string& name, const std::vector<int64_t>& shape, kernels::DType type,
               float scale) {
     const int64_t cols = shape[0];
@@ -123,20 +127,22 @@ void ffn(GgufWriter& w, WeightMaker& m, const std::string& p, const TinyModelSpe
 
 void write_tiny_model(const std::string& path, const TinyModelSpec& s) {
   GgufWriter w;
-  w.add_string("general.architecture", "llama");
+  const std::string a = s.arch + ".";
+  w.add_string("general.architecture", s.arch);
   w.add_string("general.name", "tiny-test");
-  w.add_uint32("llama.block_count", s.num_layers);
-  w.add_uint32("llama.embedding_length", s.dim);
-  w.add_uint32("llama.feed_forward_length", s.ffn_dim);
-  w.add_uint32("llama.attention.head_count", s.num_heads);
-  w.add_uint32("llama.attention.head_count_kv", s.num_kv_heads);
-  w.add_uint32("llama.context_length", s.context_len);
-  w.add_uint32("llama.vocab_size", kTinyVocab);
-  w.add_float32("llama.rope.freq_base", s.rope_theta);
-  w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.add_uint32(a + "block_count", s.num_layers);
+  w.add_uint32(a + "embedding_length", s.dim);
+  w.add_uint32(a + "feed_forward_length", s.ffn_dim);
+  w.add_uint32(a + "attention.head_count", s.num_heads);
+  w.add_uint32(a + "attention.head_count_kv", s.num_kv_heads);
+  w.add_uint32(a + "context_length", s.context_len);
+  w.add_uint32(a + "vocab_size", kTinyVocab);
+  w.add_float32(a + "rope.freq_base", s.rope_theta);
+  w.add_float32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  if (s.arch == "gemma3") w.add_uint32(a + "attention.sliding_window", s.sliding_window);
   if (s.num_experts > 0) {
-    w.add_uint32("llama.expert_count", s.num_experts);
-    w.add_uint32("llama.expert_used_count", s.experts_used);
+    w.add_uint32(a + "expert_count", s.num_experts);
+    w.add_uint32(a + "expert_used_count", s.experts_used);
   }
   add_vocab(w);
 
@@ -155,6 +161,19 @@ void write_tiny_model(const std::string& path, const TinyModelSpec& s) {
     m.matrix(w, p + "attn_k.weight", kv_dim, s.dim, s.matrix_type, in_scale);
     m.matrix(w, p + "attn_v.weight", kv_dim, s.dim, s.matrix_type, in_scale);
     m.matrix(w, p + "attn_output.weight", s.dim, s.dim, s.matrix_type, in_scale);
+    if (s.arch == "qwen2") {
+      m.bias(w, p + "attn_q.bias", s.dim);
+      m.bias(w, p + "attn_k.bias", kv_dim);
+      m.bias(w, p + "attn_v.bias", kv_dim);
+    }
+    if (s.arch == "qwen3" || s.arch == "gemma3") {
+      m.norm(w, p + "attn_q_norm.weight", head_dim);
+      m.norm(w, p + "attn_k_norm.weight", head_dim);
+    }
+    if (s.arch == "gemma3") {
+      m.norm(w, p + "post_attention_norm.weight", s.dim);
+      m.norm(w, p + "post_ffw_norm.weight", s.dim);
+    }
     ffn(w, m, p, s);
   }
   w.write(path);

@@ -1,4 +1,4 @@
-// Tiny random Llama models, written as real GGUF files so tests exercise the real loader.
+// Tiny random models of the Llama family, written as real GGUF files so tests exercise the real loader.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -7,6 +7,11 @@
 namespace flashserve::test {
 
 struct TinyModelSpec {
+  // llama; qwen2 (adds Q/K/V biases, neox RoPE); qwen3 (adds per-head Q/K norms, neox RoPE);
+  // gemma3 (Qwen3's additions, GeGLU, post-branch norms, scaled embeddings, local layers with a
+  // sliding window of `sliding_window` positions)
+  std::string arch = "llama";
+  int32_t sliding_window = 8;
   int32_t num_layers = 2;
   int32_t dim = 64;
   int32_t ffn_dim = 128;

@@ -11,10 +11,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/device.h"
-#include "model/cuda_runner.h"
-#include "model/model_runner.h"
+#include "kernels/backend.h"
+#include "model/llama_runner.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/util/runners.h"
 #include "tests/util/test_paths.h"
 #include "tests/util/tiny_model.h"
 
@@ -71,13 +71,13 @@ double max_abs(const ForwardOutput& a) {
   return m;
 }
 
-CudaRunnerOptions small_gpu_options(bool graphs) {
-  CudaRunnerOptions o;
-  o.kv_cache_bytes = 64 << 20;
-  o.max_num_seqs = 8;
-  o.max_num_batched_tokens = 256;
-  o.cuda_graphs = graphs;
-  return o;
+std::unique_ptr<LlamaRunner> small_gpu(const LlamaModel& model, bool graphs) {
+  RunnerConfig c;
+  c.kv_type = DType::F16;
+  c.max_num_seqs = 8;
+  c.max_num_batched_tokens = 256;
+  c.record_steps = graphs;
+  return test::cuda_runner(model, 256, c);
 }
 
 // Bound for logits of the tiny models (|logit| ~ 1-5): the GPU rounds K/V to f16 (2^-11 relative)
@@ -89,9 +89,10 @@ class CudaRunnerTiny : public test::CudaTest, public ::testing::WithParamInterfa
 
 TEST_P(CudaRunnerTiny, PrefillThenGraphDecodeMatchCpu) {
   const auto model = tiny(GetParam());
-  const CudaRunnerOptions o = small_gpu_options(/*graphs=*/true);
-  CudaLlamaRunner gpu(*model, o);
-  LlamaRunner cpu(*model, gpu.num_kv_blocks(), gpu.block_size());
+  const auto gpu_runner = small_gpu(*model, /*graphs=*/true);
+  LlamaRunner& gpu = *gpu_runner;
+  const auto cpu_runner = test::cpu_runner(*model, gpu.num_kv_blocks(), gpu.block_size());
+  LlamaRunner& cpu = *cpu_runner;
   const int32_t vocab = model->config().vocab_size, per_seq = 8;  // 8 blocks of 16: 128 positions
 
   // Ragged prefill: three prompts of odd lengths, every row's logits.
@@ -128,7 +129,8 @@ using CudaRunner = test::CudaTest;
 // which no real row reads), so the two agree to the last bit.
 TEST_F(CudaRunner, GraphReplayEqualsEagerDecode) {
   const auto model = tiny(DType::Q8_0);
-  CudaLlamaRunner graphs(*model, small_gpu_options(true)), eager(*model, small_gpu_options(false));
+  const auto graphs_runner = small_gpu(*model, true), eager_runner = small_gpu(*model, false);
+  LlamaRunner &graphs = *graphs_runner, &eager = *eager_runner;
   const int32_t vocab = model->config().vocab_size;
   std::vector<std::vector<int32_t>> tokens = {random_tokens(20, 1, vocab), random_tokens(3, 2, vocab)};
   ForwardBatch prefill;
@@ -148,7 +150,8 @@ TEST_F(CudaRunner, GraphReplayEqualsEagerDecode) {
 // A prompt prefilled in chunks reads its earlier chunks from the paged cache.
 TEST_F(CudaRunner, ChunkedPrefillMatchesWhole) {
   const auto model = tiny(DType::F16);
-  CudaLlamaRunner whole(*model, small_gpu_options(false)), chunked(*model, small_gpu_options(false));
+  const auto whole_runner = small_gpu(*model, false), chunked_runner = small_gpu(*model, false);
+  LlamaRunner &whole = *whole_runner, &chunked = *chunked_runner;
   const auto tokens = random_tokens(100, 5, model->config().vocab_size);
   const auto table = table_for(0, 7, whole.num_kv_blocks());
   const ForwardOutput w = whole.forward({{{0, tokens, table, LogitRows::Last}}});
@@ -163,7 +166,8 @@ TEST_F(CudaRunner, ChunkedPrefillMatchesWhole) {
 
 TEST_F(CudaRunner, RejectsMalformedBatchesLikeTheCpu) {
   const auto model = tiny(DType::F32);
-  CudaLlamaRunner gpu(*model, small_gpu_options(true));
+  const auto gpu_runner = small_gpu(*model, true);
+  LlamaRunner& gpu = *gpu_runner;
   EXPECT_THROW(gpu.forward({}), std::invalid_argument);
   EXPECT_THROW(gpu.forward({{{0, {model->config().vocab_size}, {0}}}}), std::invalid_argument);
   EXPECT_THROW(gpu.forward({{{0, {1, 2}, {gpu.num_kv_blocks()}}}}), std::invalid_argument);
@@ -175,10 +179,8 @@ TEST_F(CudaRunner, SmolLM2GreedyMatchesCpuWhereDecisive) {
   const auto model = LlamaModel::load(test::real_model_path());
   std::ifstream f(test::fixture_path("smollm2_llamacpp.json"));
   const auto fixture = nlohmann::json::parse(f);
-  CudaRunnerOptions o;
-  o.kv_cache_bytes = 256 << 20;
-  CudaLlamaRunner gpu(*model, o);
-  LlamaRunner cpu(*model, 256, 16);
+  const auto gpu_runner = test::cuda_runner(*model, 256), cpu_runner = test::cpu_runner(*model, 256);
+  LlamaRunner &gpu = *gpu_runner, &cpu = *cpu_runner;
   int decisive = 0, agree = 0;
   for (const auto& p : fixture["prompts"]) {
     auto tokens = p["prompt_ids"].get<std::vector<int32_t>>();
@@ -208,10 +210,10 @@ TEST_F(CudaRunner, SmolLM2GreedyMatchesCpuWhereDecisive) {
 
 // Runs without a GPU too: asking for the GPU where there is none is a clear error, not a crash.
 TEST(CudaRunnerWithoutDevice, ConstructorSaysWhatIsMissing) {
-  if (kernels::cuda::device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
+  if (kernels::cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
   const auto model = tiny(DType::F32);
   try {
-    CudaLlamaRunner gpu(*model, small_gpu_options(true));
+    small_gpu(*model, true);
     FAIL() << "constructed without a device";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("no CUDA device"), std::string::npos) << e.what();
@@ -223,23 +225,60 @@ TEST_F(CudaRunner, RejectsUnsupportedHeadDim) {
   const std::string path = test::temp_model_path("tiny_hd16");
   test::write_tiny_model(path, spec);
   const auto model = LlamaModel::load(path);
-  EXPECT_THROW(CudaLlamaRunner(*model, small_gpu_options(true)), std::invalid_argument);
+  try {
+    small_gpu(*model, true);
+    FAIL() << "constructed a CUDA runner for head dim 16";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("attention"), std::string::npos) << e.what();
+  }
 }
 
-TEST_F(CudaRunner, RefusesMixtureOfExperts) {
+// The one layer sequence runs a mixture of experts on the GPU too (steps are not recorded: the
+// expert grouping is read back mid-step).
+TEST_F(CudaRunner, MixtureOfExpertsMatchesCpu) {
   test::TinyModelSpec spec;
   spec.dim = 128;
-  spec.num_heads = 2;  // head_dim 64, so only the experts can be the reason
+  spec.num_heads = 2;  // head_dim 64
+  spec.num_kv_heads = 2;
   spec.num_experts = 4;
   spec.experts_used = 2;
   const std::string path = test::temp_model_path("tiny_moe");
   test::write_tiny_model(path, spec);
   const auto model = LlamaModel::load(path);
-  try {
-    CudaLlamaRunner gpu(*model, small_gpu_options(true));
-    FAIL() << "constructed a CUDA runner for a mixture-of-experts model";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("mixture-of-experts"), std::string::npos) << e.what();
+  const auto gpu = small_gpu(*model, true);
+  const auto cpu = test::cpu_runner(*model, gpu->num_kv_blocks());
+  const auto tokens = random_tokens(40, 9, model->config().vocab_size);
+  const ForwardBatch prefill{{{0, tokens, table_for(0, 4, gpu->num_kv_blocks()), LogitRows::All}}};
+  const ForwardOutput c = cpu->forward(prefill), g = gpu->forward(prefill);
+  EXPECT_LE(max_diff(c, g), kTinyTolerance * std::max(1.0, max_abs(c)));
+  const ForwardBatch decode{{{40, {7}, table_for(0, 4, gpu->num_kv_blocks()), LogitRows::Last}}};
+  const ForwardOutput cd = cpu->forward(decode), gd = gpu->forward(decode);
+  EXPECT_LE(max_diff(cd, gd), kTinyTolerance * std::max(1.0, max_abs(cd)));
+}
+
+// Greedy sampling on the GPU picks the CPU's token wherever the CPU's choice is decisive.
+TEST_F(CudaRunner, SamplesOnTheDeviceLikeTheCpu) {
+  const auto model = tiny(DType::Q8_0);
+  const auto gpu = small_gpu(*model, true);
+  const auto cpu = test::cpu_runner(*model, gpu->num_kv_blocks());
+  ForwardBatch b;
+  for (int32_t s = 0; s < 3; ++s) {
+    b.seqs.push_back({0, random_tokens(size_t(9 + s), uint32_t(s), model->config().vocab_size),
+                      table_for(s, 2, gpu->num_kv_blocks()), LogitRows::Last, s});
+    SamplingStep step;
+    step.row.temperature = 0.0f;
+    step.logprobs = 2;  // the CPU's top two tell whether its choice is decisive
+    b.samples.push_back(step);
+  }
+  const ForwardOutput c = cpu->forward(b), g = gpu->forward(b);
+  for (int32_t s = 0; s < 3; ++s) {
+    const auto& top = c.sampled[s].top_logprobs;
+    ASSERT_EQ(top.size(), 2u);
+    EXPECT_EQ(c.sampled[s].token, top[0].first);
+    EXPECT_NEAR(g.sampled[s].logprob, c.sampled[s].logprob, 1e-2);
+    if (top[0].second - top[1].second > 0.05f) {
+      EXPECT_EQ(g.sampled[s].token, c.sampled[s].token) << "sequence " << s;
+    }
   }
 }
 

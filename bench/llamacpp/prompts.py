@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Helpers for bench/llamacpp/requantize.sh (run with the project venv: gguf, jinja2).
+
+  prompts.py prompts MODEL.gguf OUT.json [--raw-only]
+      dump_logits' prompt file: the chat prompts of scripts/gen_llamacpp_fixture.py rendered through
+      MODEL's own chat template exactly as that script renders them (jinja2, one user message,
+      add_generation_prompt), then its raw prompts. Chat prompts are tokenized without added
+      specials (the template carries its own BOS); raw ones with them (BOS when the model asks).
+      A model without a chat template gets the raw prompts only.
+  prompts.py types MODEL.gguf...
+      each file's tensor types: per tensor role (blk.N. stripped), the count of each type.
+"""
+import ast
+import collections
+import json
+import pathlib
+import sys
+
+import gguf
+import jinja2
+
+FIXTURE_SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts/gen_llamacpp_fixture.py"
+
+
+def fixture_prompts() -> tuple:
+    """CHAT_PROMPTS and RAW_PROMPTS, read from the fixture script's source (it imports llama_cpp)."""
+    found = {}
+    for node in ast.parse(FIXTURE_SCRIPT.read_text()).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id in ("CHAT_PROMPTS", "RAW_PROMPTS"):
+                found[node.targets[0].id] = ast.literal_eval(node.value)
+    return found["CHAT_PROMPTS"], found["RAW_PROMPTS"]
+
+
+def field(reader: gguf.GGUFReader, key: str):
+    f = reader.fields.get(key)
+    return None if f is None else f.contents()
+
+
+def write_prompts(model: str, out: str, raw_only: bool) -> None:
+    reader = gguf.GGUFReader(model)
+    template = None if raw_only else field(reader, "tokenizer.chat_template")
+    tokens = field(reader, "tokenizer.ggml.tokens")
+    special = {}
+    for name in ("bos", "eos"):
+        tid = field(reader, f"tokenizer.ggml.{name}_token_id")
+        if tid is not None:
+            special[f"{name}_token"] = tokens[tid]
+    chat, raw = fixture_prompts()
+    prompts = []
+    if template:
+        env = jinja2.Environment()
+        for question in chat:
+            text = env.from_string(template).render(messages=[{"role": "user", "content": question}],
+                                                    add_generation_prompt=True, **special)
+            prompts.append({"text": text, "add_special": False})
+    prompts += [{"text": t, "add_special": True} for t in raw]
+    pathlib.Path(out).write_text(json.dumps({"prompts": prompts}, indent=1, ensure_ascii=False) + "\n")
+
+
+def print_types(models: list) -> None:
+    for model in models:
+        reader = gguf.GGUFReader(model)
+        roles = collections.defaultdict(collections.Counter)
+        for t in reader.tensors:
+            parts = t.name.split(".")
+            role = ".".join(parts[2:]) if parts[0] == "blk" else t.name
+            roles[role][t.tensor_type.name] += 1
+        totals = collections.Counter(t.tensor_type.name for t in reader.tensors)
+        size = pathlib.Path(model).stat().st_size
+        print(f"{pathlib.Path(model).name}: {size / 2**20:.1f} MiB; " +
+              ", ".join(f"{n} {k}" for k, n in totals.most_common()))
+        for role, counts in roles.items():
+            if role.endswith("norm.weight"):
+                continue
+            print(f"    {role:24s} " + ", ".join(f"{k} x{n}" for k, n in counts.most_common()))
+
+
+def main() -> None:
+    if len(sys.argv) >= 4 and sys.argv[1] == "prompts":
+        write_prompts(sys.argv[2], sys.argv[3], "--raw-only" in sys.argv[4:])
+    elif len(sys.argv) >= 3 and sys.argv[1] == "types":
+        print_types(sys.argv[2:])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()

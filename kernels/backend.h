@@ -1,0 +1,164 @@
+// The one contract a forward pass is written against. A backend owns memory in its own address
+// space (host memory on the CPU, device memory on a GPU) and runs ops on it in the order they are
+// called; what an op wrote is visible to later ops at once, and to the host after synchronize().
+// Every op means the same on every backend -- tests/kernels/test_backend_ops.cpp runs each one on
+// every backend present against an f64 reference -- so a model's layer sequence is written once
+// (model/llama_forward.cpp) and a new backend is a new implementation of this class, nothing more.
+// Kernels know nothing of requests or models: the runner in model/ decides what to call.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include "kernels/dtype.h"
+#include "kernels/moe_routing.h"
+#include "kernels/paged_attention.h"
+#include "kernels/rope.h"
+#include "kernels/sampling.h"
+
+namespace flashserve::kernels {
+
+enum class Op {
+  GetRows,      // type: the table's element type
+  Matmul,       // type: the weight's element type
+  RmsNorm,      // also add_rmsnorm
+  AddBias,      // also scale
+  GeGLU,
+  Rope,
+  SwiGLU,
+  KvWrite,      // type: the KV cache's element type; shape.head_dim
+  Attention,    // type: the KV cache's element type; shape.head_dim, shape.group, shape.window
+  MoeRoute,     // shape.experts, shape.top_k; also scatter_rows and weighted_sum_rows
+  SampleRows,
+};
+const char* op_name(Op op);
+
+// The shape facts support can depend on beyond the element type; zero where they do not apply.
+struct OpShape {
+  int64_t head_dim = 0;
+  int64_t group = 0;  // query heads per KV head
+  int32_t window = 0;  // sliding-window attention: positions a query sees (0: all)
+  int32_t experts = 0;
+  int32_t top_k = 0;
+};
+
+// One layer's K and V pools, [num_blocks][block_size][num_kv_heads][head_dim] of `type` each.
+struct KvCacheView {
+  void* k = nullptr;
+  void* v = nullptr;
+  DType type = DType::F32;
+  KvLayout layout{};
+};
+
+// Sizes no op may exceed in a step, so a backend can set up its scratch once: ops then allocate
+// nothing, which a recorded step (a CUDA graph) requires.
+struct StepLimits {
+  int64_t max_tokens = 0;    // rows of any activation
+  int64_t max_k = 0;         // widest matmul input
+  int64_t max_n_out = 0;     // widest matmul output
+  int32_t num_heads = 0;
+  int32_t head_dim = 0;
+  int32_t max_context_len = 0;
+  int32_t experts = 0;       // 0 for a dense model
+  int32_t top_k = 0;
+};
+
+// A step recorded once and replayed with whatever its buffers hold at replay time.
+class RecordedStep {
+ public:
+  virtual ~RecordedStep() = default;
+  virtual void replay() = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // "cpu (AVX-512, 16 threads)", "cuda (NVIDIA H100 80GB HBM3)": for logs and benchmark headers.
+  virtual std::string name() const = 0;
+  virtual bool is_host() const = 0;  // its memory is host memory (no copies needed to read it)
+  // Whether `op` runs on `type` with this shape. A runner asks for every op a model needs before it
+  // loads anything, so an unsupported model fails at start with the op named, not mid-request.
+  virtual bool supports(Op op, DType type, const OpShape& shape = {}) const = 0;
+  // Bytes this process may still fill, and the total (device memory; host memory on the CPU).
+  virtual void memory_info(size_t& free_bytes, size_t& total_bytes) const = 0;
+
+  // Memory. allocate() leaves the bytes uninitialised (pages of a large host KV pool are committed
+  // only when written). copy_in/copy_out are queued with the ops; host buffers passed to them must
+  // stay valid until synchronize().
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* p) = 0;
+  virtual void copy_in(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void copy_out(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+  // Weights, read from the host image (a memory-mapped file) for as long as the backend runs: the
+  // CPU uses the image in place, a GPU uploads it. The returned pointer is this backend's.
+  virtual const void* map_weights(const void* host, size_t bytes) = 0;
+
+  virtual void reserve(const StepLimits& limits) = 0;
+
+  // The ops. Pointers are this backend's memory; shapes as the op headers describe.
+  virtual void get_rows(const void* table, DType type, int64_t cols, const int32_t* ids, int64_t n,
+                        float* out) = 0;
+  // y[t][o] = sum_k x[t][k] W[o][k]; W is `rows` rows of `cols` elements of `type`.
+  virtual void matmul(const float* x, int64_t tokens, const void* w, DType type, int64_t rows, int64_t cols,
+                      float* y) = 0;
+  virtual void rmsnorm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps) = 0;
+  virtual void add_rmsnorm(float* x, const float* residual, const float* weight, float* y, int64_t rows,
+                           int64_t dim, float eps) = 0;
+  virtual void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim,
+                    const RopeParams& p) = 0;
+  virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
+  virtual void geglu(const float* gate, const float* up, float* out, int64_t n) = 0;
+  virtual void add_bias(float* x, const float* bias, int64_t rows, int64_t dim) = 0;
+  virtual void scale(float* x, float s, int64_t n) = 0;
+  virtual void kv_write(const KvCacheView& kv, const float* k, const float* v, const int32_t* slots,
+                        int64_t tokens) = 0;
+  virtual void attention(const float* q, const KvCacheView& kv, const AttentionBatch& batch, int32_t num_heads,
+                         float scale, float* out) = 0;
+  virtual void moe_route(const float* logits, int64_t tokens, int32_t experts, int32_t top_k, bool renormalize,
+                         const MoeRouting& out) = 0;
+  virtual void scatter_rows(const float* src, int64_t n, int64_t dim, const int32_t* ids, float* dst) = 0;
+  virtual void weighted_sum_rows(const float* rows, const float* weights, int64_t n, int32_t k, int64_t dim,
+                                 float* out) = 0;
+  virtual void sample_rows(float* logits, int32_t rows, int32_t vocab, const SamplingRow* params,
+                           const TokenAdjust* adjusts, int32_t* tokens) = 0;
+
+  // Whether record() works here. The CPU cannot (its ops run as they are called, so there would be
+  // nothing to gain); a GPU records a step as a graph and replays it with one launch.
+  virtual bool can_record() const = 0;
+  // Runs `enqueue` (its results are this step's), then records what it launches for replay.
+  virtual std::unique_ptr<RecordedStep> record(const std::function<void()>& enqueue) = 0;
+};
+
+// Memory of one backend, freed with its owner.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Backend& b, size_t bytes) : backend_(&b), ptr_(bytes ? b.allocate(bytes) : nullptr), bytes_(bytes) {}
+  Buffer(Buffer&& o) noexcept { swap(o); }
+  Buffer& operator=(Buffer&& o) noexcept { swap(o); return *this; }
+  ~Buffer() { if (ptr_) backend_->deallocate(ptr_); }
+
+  template <typename T = void>
+  T* get() const { return static_cast<T*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void swap(Buffer& o) noexcept {
+    std::swap(backend_, o.backend_);
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+  }
+  Backend* backend_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend();
+// CUDA devices usable by this process: 0 in a build without CUDA, without a driver or a GPU.
+int cuda_device_count();
+// Device 0. Throws std::runtime_error when cuda_device_count() is 0 (naming why).
+std::unique_ptr<Backend> make_cuda_backend();
+
+}  // namespace flashserve::kernels

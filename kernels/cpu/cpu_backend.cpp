@@ -1,0 +1,140 @@
+// The CPU backend: host memory, ops run as they are called on OpenMP threads. Weights are used in
+// place from the memory-mapped file, never copied.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/elementwise.h"
+#include "kernels/cpu/simd.h"
+#include "kernels/matmul.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/swiglu.h"
+#include "kernels/threads.h"
+
+namespace flashserve::kernels {
+namespace {
+
+const char* simd_level() {
+#if defined(FLASHSERVE_AVX512)
+  return "AVX-512";
+#elif defined(FLASHSERVE_AVX2)
+  return "AVX2";
+#else
+  return "portable";
+#endif
+}
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override {
+    return std::string("cpu (") + simd_level() + ", " + std::to_string(num_threads()) + " threads)";
+  }
+  bool is_host() const override { return true; }
+
+  // Every weight type the GGUF reader accepts has a CPU decoder; the KV cache is f32.
+  bool supports(Op op, DType type, const OpShape&) const override {
+    switch (op) {
+      case Op::GetRows:
+      case Op::Matmul: return true;
+      case Op::KvWrite:
+      case Op::Attention: return type == DType::F32;
+      default: return type == DType::F32;
+    }
+  }
+
+  void memory_info(size_t& free_bytes, size_t& total_bytes) const override {
+    const long page = sysconf(_SC_PAGESIZE);
+    free_bytes = size_t(sysconf(_SC_AVPHYS_PAGES)) * size_t(page);
+    total_bytes = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(page);
+  }
+
+  void* allocate(size_t bytes) override {
+    // 64-byte aligned for the vector loads; malloc'd pages stay uncommitted until written.
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void deallocate(void* p) override { std::free(p); }
+  void copy_in(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_out(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void synchronize() override {}
+  const void* map_weights(const void* host, size_t) override { return host; }
+  void reserve(const StepLimits&) override {}
+
+  void get_rows(const void* table, DType type, int64_t cols, const int32_t* ids, int64_t n, float* out) override {
+    kernels::get_rows(table, type, cols, ids, n, out);
+  }
+  void matmul(const float* x, int64_t tokens, const void* w, DType type, int64_t rows, int64_t cols,
+              float* y) override {
+    kernels::matmul(x, tokens, cols, w, type, rows, y);
+  }
+  void rmsnorm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps) override {
+    kernels::rmsnorm(x, weight, y, rows, dim, eps);
+  }
+  void add_rmsnorm(float* x, const float* residual, const float* weight, float* y, int64_t rows, int64_t dim,
+                   float eps) override {
+    kernels::add_rmsnorm(x, residual, weight, y, rows, dim, eps);
+  }
+  void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim,
+            const RopeParams& p) override {
+    kernels::rope(x, positions, tokens, heads, head_dim, p);
+  }
+  void swiglu(const float* gate, const float* up, float* out, int64_t n) override { kernels::swiglu(gate, up, out, n); }
+  void geglu(const float* gate, const float* up, float* out, int64_t n) override { kernels::geglu(gate, up, out, n); }
+  void add_bias(float* x, const float* bias, int64_t rows, int64_t dim) override { kernels::add_bias(x, bias, rows, dim); }
+  void scale(float* x, float s, int64_t n) override { kernels::scale(x, s, n); }
+  void kv_write(const KvCacheView& kv, const float* k, const float* v, const int32_t* slots, int64_t tokens) override {
+    kernels::kv_write(kv.layout, kv.type, kv.k, kv.v, k, v, slots, tokens);
+  }
+  void attention(const float* q, const KvCacheView& kv, const AttentionBatch& batch, int32_t num_heads, float scale,
+                 float* out) override {
+    kernels::paged_attention(q, kv.k, kv.v, kv.type, kv.layout, batch, num_heads, scale, out);
+  }
+  void moe_route(const float* logits, int64_t tokens, int32_t experts, int32_t top_k, bool renormalize,
+                 const MoeRouting& out) override {
+    kernels::moe_route(logits, tokens, experts, top_k, renormalize, out);
+  }
+  void scatter_rows(const float* src, int64_t n, int64_t dim, const int32_t* ids, float* dst) override {
+    kernels::scatter_rows(src, n, dim, ids, dst);
+  }
+  void weighted_sum_rows(const float* rows, const float* weights, int64_t n, int32_t k, int64_t dim,
+                         float* out) override {
+    kernels::weighted_sum_rows(rows, weights, n, k, dim, out);
+  }
+  void sample_rows(float* logits, int32_t rows, int32_t vocab, const SamplingRow* params, const TokenAdjust* adjusts,
+                   int32_t* tokens) override {
+    kernels::sample_rows(logits, rows, vocab, params, adjusts, tokens);
+  }
+  bool can_record() const override { return false; }
+  std::unique_ptr<RecordedStep> record(const std::function<void()>&) override {
+    throw std::logic_error("the CPU backend records no steps (can_record() is false)");
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::GetRows: return "get_rows";
+    case Op::Matmul: return "matmul";
+    case Op::RmsNorm: return "rmsnorm";
+    case Op::AddBias: return "add_bias";
+    case Op::GeGLU: return "geglu";
+    case Op::Rope: return "rope";
+    case Op::SwiGLU: return "swiglu";
+    case Op::KvWrite: return "kv_write";
+    case Op::Attention: return "attention";
+    case Op::MoeRoute: return "moe_route";
+    case Op::SampleRows: return "sample_rows";
+  }
+  return "?";
+}
+
+}  // namespace flashserve::kernels

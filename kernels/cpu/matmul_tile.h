@@ -1,0 +1,195 @@
+// The tiled dot-product engine behind kernels::matmul, templated on a weight decoder, and the
+// byte-unpacking helpers the decoders share. matmul.cpp holds the float and 32-element block
+// decoders, matmul_kquants.cpp the 256-element super-block ones.
+//
+// Batch invariance comes from one rule: the dot product of token t with weight row o is always
+// accumulated in the same per-lane order -- 32-element chunk by chunk, vector i of a chunk into
+// accumulator i % kAcc, then the accumulators summed and reduced the same way. Tiles of several rows
+// and tokens only interleave independent dot products (to reuse a decoded chunk across tokens and to
+// hide FMA latency), so tile shapes, token counts and thread counts never change a result bit.
+//
+// A decoder D provides kQuantized, kElems (elements per block: 32, or 256 for super-blocks; float
+// types step 32 elements at a time), kBytes (bytes per block) and decode(block, chunk, w), which
+// expands elements [32 chunk, 32 chunk + 32) of the block into kVecs vectors equal to
+// dequantize_row's values bit for bit. Float types also provide elem(p, i) for a row's tail.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/simd.h"
+#include "kernels/dtype.h"
+
+namespace flashserve::kernels::tile {
+
+using namespace simd;
+
+constexpr int kChunk = 32;
+constexpr int kVecs = kChunk / W;  // vectors per 32-element chunk
+
+// Tile shapes: rows of W decoded together, tokens sharing each decoded chunk. Sized so the
+// R * T * kAcc accumulators, R * kVecs decoded weights and an x vector fit the register file
+// (32 zmm / 16 ymm); with AVX-512 four rows in flight hide FMA latency without a second accumulator.
+#if defined(FLASHSERVE_AVX512)
+constexpr int kAcc = 1, kRowsSingle = 4, kRowsBatch = 4, kTokens = 4;
+#elif defined(FLASHSERVE_AVX2)
+constexpr int kAcc = 2, kRowsSingle = 2, kRowsBatch = 1, kTokens = 4;
+#else
+constexpr int kAcc = 4, kRowsSingle = 1, kRowsBatch = 1, kTokens = 4;
+#endif
+
+#if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
+inline float half_scale(uint16_t h) { return _cvtsh_ss(h); }
+
+inline __m256i load_bytes32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// 16-bit lanes shifted right by a run-time count (bytes are masked by the caller).
+inline __m256i shift_right(__m256i v, int n) { return _mm256_srl_epi16(v, _mm_cvtsi32_si128(n)); }
+
+// 16 bytes of packed nibbles -> 32 byte values: low nibbles are elements 0..15, high 16..31.
+inline __m256i nibble_bytes(const uint8_t* qs) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i mask = _mm_set1_epi8(0x0f);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
+}
+
+// Byte j is `value` where bit j of `bits` is set, else 0.
+inline __m256i bit_bytes(uint32_t bits, char value) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(int(bits)), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                                     2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i mask = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask), _mm256_set1_epi8(value));
+}
+
+// Byte l is `value` where bit `bit` of bytes[l] is set, else 0.
+inline __m256i bit_of_bytes(__m256i bytes, int bit, char value) {
+  const __m256i mask = _mm256_set1_epi8(char(1 << bit));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, mask), mask), _mm256_set1_epi8(value));
+}
+
+// 4-bit indices -> the IQ4 codebook values (int8), byte by byte.
+inline __m256i iq4_lookup(__m256i nibbles) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Values));
+  return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(table), nibbles);
+}
+
+// A chunk's 32 byte values (signed or unsigned) as kVecs float vectors.
+template <bool kSigned>
+inline void widen_bytes(__m256i q, V* w) {
+  const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+#if defined(FLASHSERVE_AVX512)
+  w[0] = _mm512_cvtepi32_ps(kSigned ? _mm512_cvtepi8_epi32(lo) : _mm512_cvtepu8_epi32(lo));
+  w[1] = _mm512_cvtepi32_ps(kSigned ? _mm512_cvtepi8_epi32(hi) : _mm512_cvtepu8_epi32(hi));
+#else
+  const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+  for (int i = 0; i < 4; ++i)
+    w[i] = _mm256_cvtepi32_ps(kSigned ? _mm256_cvtepi8_epi32(parts[i]) : _mm256_cvtepu8_epi32(parts[i]));
+#endif
+}
+#endif
+
+// Formats with a scale per 16 elements: vector i of a chunk lies in its first or its second half.
+inline float half_pick(int i, float first, float second) { return i < kVecs / 2 ? first : second; }
+
+// The last k % 32 elements of a float-typed row, zero-padded so they run through the same FMAs.
+template <class D>
+void decode_tail(const char* p, int n, V* w) {
+  alignas(64) float tmp[kChunk] = {};
+  for (int i = 0; i < n; ++i) tmp[i] = D::elem(p, i);
+  for (int i = 0; i < kVecs; ++i) w[i] = load(tmp + i * W);
+}
+
+// y[t * n_out + r] = x[t] . W[r] for R rows starting at w and T tokens starting at x.
+template <class D, int R, int T>
+void dot_tile(const char* w, size_t rb, const float* x, int64_t k, float* y, int64_t n_out) {
+  V acc[T][R][kAcc];
+  for (auto& per_tok : acc)
+    for (auto& per_row : per_tok)
+      for (V& a : per_row) a = zero();
+
+  auto accumulate = [&](const V (&wv)[R][kVecs], int64_t off, int valid) {
+    for (int t = 0; t < T; ++t) {
+      for (int i = 0; i < kVecs; ++i) {
+        const float* xp = x + t * k + off + i * W;
+        const V xv = valid == kChunk ? load(xp) : load_partial(xp, valid - i * W);
+        for (int r = 0; r < R; ++r) acc[t][r][i % kAcc] = fma(xv, wv[r][i], acc[t][r][i % kAcc]);
+      }
+    }
+  };
+
+  auto chunk = [&](int64_t b, int c) {
+    V wv[R][kVecs];
+    for (int r = 0; r < R; ++r) D::decode(w + r * rb + b * D::kBytes, c, wv[r]);
+    accumulate(wv, b * D::kElems + c * kChunk, kChunk);
+  };
+  constexpr int kChunksPerBlock = D::kElems / kChunk;
+  const int64_t nb = k / D::kElems;
+  for (int64_t b = 0; b < nb; ++b) {
+    if constexpr (T == 1) {
+      // Unrolled, chunk indices are constants: bit positions fold and a super-block's scales load
+      // once (Q6_K's d sits on the block's last cache line: about 2x at one token). With a token
+      // tile the unrolled body runs out of registers instead (Q3_K 1.5x slower).
+#pragma GCC unroll 8
+      for (int c = 0; c < kChunksPerBlock; ++c) chunk(b, c);
+    } else {
+      for (int c = 0; c < kChunksPerBlock; ++c) chunk(b, c);
+    }
+  }
+  if constexpr (!D::kQuantized) {
+    if (const int tail = int(k - nb * D::kElems); tail > 0) {
+      V wv[R][kVecs];
+      for (int r = 0; r < R; ++r) decode_tail<D>(w + r * rb + nb * D::kBytes, tail, wv[r]);
+      accumulate(wv, nb * D::kElems, tail);
+    }
+  }
+
+  for (int t = 0; t < T; ++t) {
+    for (int r = 0; r < R; ++r) {
+      V sum = acc[t][r][0];
+      for (int a = 1; a < kAcc; ++a) sum = add(sum, acc[t][r][a]);
+      y[t * n_out + r] = reduce_add(sum);
+    }
+  }
+}
+
+// All tokens against R consecutive rows: full tiles of kTokens, then tiles of 4, 2 and 1.
+template <class D, int R>
+void row_group(const char* w, size_t rb, const float* x, int64_t num_tokens, int64_t k, float* y,
+               int64_t n_out) {
+  int64_t t = 0;
+  for (; t + kTokens <= num_tokens; t += kTokens)
+    dot_tile<D, R, kTokens>(w, rb, x + t * k, k, y + t * n_out, n_out);
+  if constexpr (kTokens > 4) {
+    if (t + 4 <= num_tokens) { dot_tile<D, R, 4>(w, rb, x + t * k, k, y + t * n_out, n_out); t += 4; }
+  }
+  if (t + 2 <= num_tokens) { dot_tile<D, R, 2>(w, rb, x + t * k, k, y + t * n_out, n_out); t += 2; }
+  if (t < num_tokens) dot_tile<D, R, 1>(w, rb, x + t * k, k, y + t * n_out, n_out);
+}
+
+// Threads take contiguous runs of R-row groups (schedule(static)); the < R leftover rows follow.
+template <class D, int R>
+void matmul_rows(const float* x, int64_t num_tokens, int64_t k, const char* w, size_t rb,
+                 int64_t n_out, float* y) {
+  const int64_t groups = n_out / R;
+#pragma omp parallel for schedule(static)
+  for (int64_t g = 0; g < groups; ++g)
+    row_group<D, R>(w + g * R * rb, rb, x, num_tokens, k, y + g * R, n_out);
+  for (int64_t o = groups * R; o < n_out; ++o)
+    row_group<D, 1>(w + o * rb, rb, x, num_tokens, k, y + o, n_out);
+}
+
+template <class D>
+void matmul_typed(const float* x, int64_t num_tokens, int64_t k, const char* w, size_t rb,
+                  int64_t n_out, float* y) {
+  // One token: more rows per tile for latency hiding; several: fewer rows, more tokens per chunk.
+  if (num_tokens == 1)
+    matmul_rows<D, kRowsSingle>(x, num_tokens, k, w, rb, n_out, y);
+  else
+    matmul_rows<D, kRowsBatch>(x, num_tokens, k, w, rb, n_out, y);
+}
+
+// matmul for the super-block types (matmul_kquants.cpp); k is already checked.
+void matmul_super_blocks(const float* x, int64_t num_tokens, int64_t k, const char* w, DType wtype,
+                         size_t rb, int64_t n_out, float* y);
+
+}  // namespace flashserve::kernels::tile

@@ -1,0 +1,353 @@
+// One step = check and flatten the batch, stage its inputs as one packed int32 array, run the layer
+// sequence (or replay a recorded decode step), then sample on the backend. Buffers are sized once
+// for `capacity` rows and reused, so a recorded step finds its inputs and activations at fixed
+// addresses.
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "model/llama_runner_state.h"
+
+namespace flashserve {
+namespace {
+
+using kernels::DType;
+using kernels::Op;
+
+// The batch sizes decode steps are recorded for: powers of two, then max_num_seqs itself.
+std::vector<int32_t> record_buckets(int32_t max_num_seqs) {
+  std::vector<int32_t> b;
+  for (int32_t n = 1; n < max_num_seqs; n *= 2) b.push_back(n);
+  b.push_back(max_num_seqs);
+  return b;
+}
+
+size_t kv_elem_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+
+void require(const kernels::Backend& be, Op op, DType type, const kernels::OpShape& shape, const std::string& what) {
+  if (!be.supports(op, type, shape)) {
+    throw std::invalid_argument("the " + be.name() + " backend cannot run " + kernels::op_name(op) + " on " +
+                                std::string(kernels::dtype_name(type)) + " (" + what + ")");
+  }
+}
+
+}  // namespace
+
+LlamaRunner::State::State(const LlamaModel& m, std::unique_ptr<kernels::Backend> backend, const RunnerConfig& config)
+    : model(m),
+      cfg(m.config()),
+      opt(config),
+      be(std::move(backend)),
+      table_stride((cfg.context_len + config.block_size - 1) / config.block_size) {
+  if (opt.block_size <= 0 || opt.max_num_seqs <= 0 || opt.max_num_batched_tokens <= 0) {
+    throw std::invalid_argument("block size, max_num_seqs and max_num_batched_tokens must be positive");
+  }
+  check_support();
+  map_weights();
+  if (opt.record_steps && be->can_record() && !cfg.is_moe()) buckets = record_buckets(opt.max_num_seqs);
+  allocate_step_buffers(std::max(opt.max_num_batched_tokens, opt.max_num_seqs));
+}
+
+// Every op this model needs, asked before anything is loaded onto the backend.
+void LlamaRunner::State::check_support() const {
+  const kernels::OpShape none;
+  require(*be, Op::GetRows, model.token_embedding().type, none, "token embedding");
+  require(*be, Op::Matmul, model.output_weight().type, none, "LM head");
+  for (size_t li = 0; li < model.layers().size(); ++li) {
+    const LayerWeights& l = model.layers()[li];
+    const std::string at = "layer " + std::to_string(li);
+    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo}) require(*be, Op::Matmul, w->type, none, at + " attention");
+    if (cfg.is_moe()) {
+      require(*be, Op::Matmul, l.moe.router.type, none, at + " router");
+      for (const StackedWeights* w : {&l.moe.gate, &l.moe.up, &l.moe.down}) require(*be, Op::Matmul, w->type, none, at + " experts");
+    } else {
+      for (const WeightMatrix* w : {&l.w_gate, &l.w_up, &l.w_down}) require(*be, Op::Matmul, w->type, none, at + " FFN");
+    }
+  }
+  const kernels::OpShape attn{cfg.head_dim, cfg.num_heads / cfg.num_kv_heads, 0, 0, 0};
+  const std::string heads = "head dim " + std::to_string(cfg.head_dim) + ", " + std::to_string(attn.group) +
+                            " query heads per KV head";
+  require(*be, Op::KvWrite, opt.kv_type, attn, "KV cache, " + heads);
+  require(*be, Op::Attention, opt.kv_type, attn, "KV cache, " + heads);
+  if (cfg.sliding_window > 0) {
+    kernels::OpShape local = attn;
+    local.window = cfg.sliding_window;
+    require(*be, Op::Attention, opt.kv_type, local, "sliding window of " + std::to_string(cfg.sliding_window));
+  }
+  if (cfg.geglu) require(*be, Op::GeGLU, DType::F32, none, "Gemma's MLP");
+  if (cfg.embed_scale != 1.0f) require(*be, Op::AddBias, DType::F32, none, "embedding scale");
+  for (Op op : {Op::RmsNorm, Op::Rope, Op::SwiGLU, Op::SampleRows}) require(*be, op, DType::F32, none, "activations");
+  if (!model.layers().empty() && !model.layers()[0].bq.empty()) require(*be, Op::AddBias, DType::F32, none, "Q/K/V bias");
+  if (cfg.is_moe()) {
+    require(*be, Op::MoeRoute, DType::F32, {0, 0, cfg.num_experts, cfg.num_experts_used, 0},
+            std::to_string(cfg.num_experts) + " experts, " + std::to_string(cfg.num_experts_used) + " per token");
+  }
+}
+
+void LlamaRunner::State::map_weights() {
+  auto matrix = [&](const WeightMatrix& w) {
+    const size_t bytes = size_t(w.rows) * kernels::row_bytes(w.type, w.cols);
+    return BackendMatrix{be->map_weights(w.data, bytes), w.type, w.rows, w.cols};
+  };
+  auto experts = [&](const StackedWeights& w) {
+    const size_t bytes = size_t(w.count) * size_t(w.rows) * kernels::row_bytes(w.type, w.cols);
+    return BackendExperts{be->map_weights(w.data, bytes), w.type, w.rows, w.cols};
+  };
+  auto floats = [&](const std::vector<float>& v) {
+    return v.empty() ? nullptr : static_cast<const float*>(be->map_weights(v.data(), v.size() * sizeof(float)));
+  };
+  token_embd = matrix(model.token_embedding());
+  const bool tied = model.output_weight().data == model.token_embedding().data;
+  output = tied ? token_embd : matrix(model.output_weight());
+  output_norm = floats(model.output_norm());
+  rope_freq_factors = floats(model.rope_freq_factors());
+  for (const LayerWeights& w : model.layers()) {
+    BackendLayer l;
+    l.attn_norm = floats(w.attn_norm);
+    l.ffn_norm = floats(w.ffn_norm);
+    l.wq = matrix(w.wq);
+    l.wk = matrix(w.wk);
+    l.wv = matrix(w.wv);
+    l.wo = matrix(w.wo);
+    l.bq = floats(w.bq);
+    l.bk = floats(w.bk);
+    l.bv = floats(w.bv);
+    l.q_norm = floats(w.q_norm);
+    l.k_norm = floats(w.k_norm);
+    l.post_attn_norm = floats(w.post_attn_norm);
+    l.post_ffn_norm = floats(w.post_ffn_norm);
+    if (cfg.is_moe()) {
+      l.router = matrix(w.moe.router);
+      l.gate_exps = experts(w.moe.gate);
+      l.up_exps = experts(w.moe.up);
+      l.down_exps = experts(w.moe.down);
+    } else {
+      l.w_gate = matrix(w.w_gate);
+      l.w_up = matrix(w.w_up);
+      l.w_down = matrix(w.w_down);
+    }
+    layers.push_back(l);
+  }
+}
+
+// (Re)allocates every per-step buffer for `rows` rows. Steps recorded against the old buffers
+// would write to freed memory, so they go too.
+void LlamaRunner::State::allocate_step_buffers(int32_t rows) {
+  be->synchronize();
+  recorded.clear();
+  capacity = rows;
+  kernels::Backend& b = *be;
+  const size_t n = size_t(rows), f = sizeof(float);
+  const size_t q_dim = size_t(cfg.num_heads) * cfg.head_dim, kv_dim = size_t(cfg.num_kv_heads) * cfg.head_dim;
+  x = {b, n * cfg.dim * f};
+  h = {b, n * cfg.dim * f};
+  tmp = {b, n * cfg.dim * f};
+  q = {b, n * q_dim * f};
+  k = {b, n * kv_dim * f};
+  v = {b, n * kv_dim * f};
+  attn = {b, n * q_dim * f};
+  gate = {b, n * cfg.ffn_dim * f};
+  up = {b, n * cfg.ffn_dim * f};
+  last = {b, n * cfg.dim * f};
+  logits = {b, n * cfg.vocab_size * f};
+  const InputLayout most(rows, rows, rows, table_stride);
+  inputs = {b, size_t(most.total) * sizeof(int32_t)};
+  staging.assign(size_t(most.total), 0);
+  if (cfg.is_moe()) {
+    const size_t assignments = n * size_t(cfg.num_experts_used), experts = size_t(cfg.num_experts);
+    router_logits = {b, n * experts * f};
+    topk_ids = {b, assignments * sizeof(int32_t)};
+    topk_weights = {b, assignments * f};
+    expert_offsets = {b, (experts + 1) * sizeof(int32_t)};
+    sorted = {b, assignments * sizeof(int32_t)};
+    assignment_tokens = {b, assignments * sizeof(int32_t)};
+    expert_in = {b, n * cfg.dim * f};
+    expert_out = {b, n * cfg.dim * f};
+    per_choice = {b, assignments * cfg.dim * f};
+    host_offsets.assign(experts + 1, 0);
+    host_sorted.assign(assignments, 0);
+    host_tokens.assign(assignments, 0);
+  }
+  const int64_t widest_in = std::max<int64_t>({cfg.dim, int64_t(q_dim), cfg.ffn_dim});
+  const int64_t widest_out = std::max<int64_t>({cfg.vocab_size, cfg.ffn_dim, int64_t(q_dim), cfg.dim, cfg.num_experts});
+  b.reserve({rows, widest_in, widest_out, cfg.num_heads, cfg.head_dim, cfg.context_len, cfg.num_experts,
+             cfg.num_experts_used});
+}
+
+void LlamaRunner::State::allocate_kv_pool(int32_t blocks) {
+  if (blocks < 1) throw std::runtime_error("the KV cache budget holds no block");
+  num_blocks = blocks;
+  const size_t bytes = size_t(blocks) * opt.block_size * cfg.num_kv_heads * cfg.head_dim * kv_elem_bytes(opt.kv_type);
+  for (int32_t l = 0; l < cfg.num_layers; ++l) {
+    k_cache.emplace_back(*be, bytes);
+    v_cache.emplace_back(*be, bytes);
+  }
+}
+
+int32_t LlamaRunner::State::bucket_for(int32_t seqs) const {
+  for (int32_t b : buckets) {
+    if (b >= seqs) return b;
+  }
+  return 0;
+}
+
+void LlamaRunner::State::stage(const FlatBatch& fb, const InputLayout& at) {
+  int32_t* p = staging.data();
+  std::copy(fb.token_ids.begin(), fb.token_ids.end(), p + at.token_ids);
+  std::copy(fb.positions.begin(), fb.positions.end(), p + at.positions);
+  std::copy(fb.slot_mapping.begin(), fb.slot_mapping.end(), p + at.slots);
+  std::copy(fb.logit_rows.begin(), fb.logit_rows.end(), p + at.logit_rows);
+  const int64_t seqs = int64_t(fb.seqs.size());
+  std::fill(p + at.block_tables, p + at.total, 0);
+  for (int64_t s = 0; s < seqs; ++s) {
+    const SeqSpan& a = fb.seqs[s];
+    p[at.query_start + s] = a.query_start;
+    p[at.context_lens + s] = a.context_len;
+    const int32_t used = (a.context_len + opt.block_size - 1) / opt.block_size;
+    std::copy(a.block_table, a.block_table + used, p + at.block_tables + s * table_stride);
+  }
+  p[at.query_start + seqs] = int32_t(fb.token_ids.size());
+}
+
+// A decode batch padded to its bucket. Padding rows write no KV (slot -1) and attend to an empty
+// context; their logits are computed and ignored.
+void LlamaRunner::State::stage_padded_decode(const FlatBatch& fb, int32_t bucket, const InputLayout& at) {
+  stage(fb, at);
+  int32_t* p = staging.data();
+  for (int32_t r = int32_t(fb.token_ids.size()); r < bucket; ++r) {
+    p[at.token_ids + r] = 0;
+    p[at.positions + r] = 0;
+    p[at.slots + r] = -1;
+    p[at.logit_rows + r] = r;
+    p[at.query_start + r] = r;
+    p[at.context_lens + r] = 0;
+  }
+  p[at.query_start + bucket] = bucket;
+}
+
+void LlamaRunner::State::run_recorded(const StepShape& shape) {
+  auto it = recorded.find(shape.seqs);
+  if (it != recorded.end()) {
+    it->second->replay();
+    return;
+  }
+  recorded.emplace(shape.seqs, be->record([&] { enqueue(shape); }));
+}
+
+// Picks the tokens of the sequences that asked for it from the logits still on the backend. Rows of
+// other sequences are sampled greedily too (one launch for all rows), and the result is dropped.
+// Logprobs come from the raw rows, copied to the host before sampling overwrites them.
+void LlamaRunner::State::sample(const ForwardBatch& batch, int32_t rows, ForwardOutput& out) {
+  host_rows.assign(size_t(rows), kernels::SamplingRow{});
+  for (kernels::SamplingRow& r : host_rows) r.temperature = 0.0f;
+  host_adjusts.clear();
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    if (batch.seqs[i].sample < 0) continue;
+    const SamplingStep& d = batch.samples[batch.seqs[i].sample];
+    kernels::SamplingRow& r = host_rows[out.first_row[i]];
+    r = d.row;
+    r.adjust_begin = int32_t(host_adjusts.size()) + d.row.adjust_begin;
+    r.adjust_end = int32_t(host_adjusts.size()) + d.row.adjust_end;
+    host_adjusts.insert(host_adjusts.end(), d.adjusts.begin(), d.adjusts.end());
+  }
+  auto fit = [&](kernels::Buffer& buf, size_t bytes) {
+    if (buf.bytes() < bytes) buf = kernels::Buffer(*be, bytes);
+  };
+  fit(sampling_rows, host_rows.size() * sizeof(kernels::SamplingRow));
+  fit(sampling_adjusts, std::max<size_t>(1, host_adjusts.size()) * sizeof(kernels::TokenAdjust));
+  fit(sampled_tokens, size_t(rows) * sizeof(int32_t));
+  be->copy_in(sampling_rows.get(), host_rows.data(), host_rows.size() * sizeof(kernels::SamplingRow));
+  if (!host_adjusts.empty())
+    be->copy_in(sampling_adjusts.get(), host_adjusts.data(), host_adjusts.size() * sizeof(kernels::TokenAdjust));
+  be->sample_rows(logits.get<float>(), rows, cfg.vocab_size, sampling_rows.get<kernels::SamplingRow>(),
+                  sampling_adjusts.get<kernels::TokenAdjust>(), sampled_tokens.get<int32_t>());
+  host_tokens_out.resize(size_t(rows));
+  be->copy_out(host_tokens_out.data(), sampled_tokens.get(), size_t(rows) * sizeof(int32_t));
+  be->synchronize();
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    if (batch.seqs[i].sample < 0) continue;
+    SampledToken& t = out.sampled[i];
+    t.token = host_tokens_out[out.first_row[i]];
+    const int32_t n = batch.samples[batch.seqs[i].sample].logprobs;
+    if (n >= 0) kernels::token_logprobs(out.row(int32_t(i)), cfg.vocab_size, t.token, n, t.logprob, t.top_logprobs);
+  }
+}
+
+LlamaRunner::LlamaRunner(const LlamaModel& model, std::unique_ptr<kernels::Backend> backend, const RunnerConfig& config,
+                         const KvPoolSizer& kv_blocks)
+    : s_(std::make_unique<State>(model, std::move(backend), config)) {
+  s_->allocate_kv_pool(kv_blocks(*s_->be, kv_block_bytes(model.config(), config.block_size, config.kv_type)));
+}
+
+LlamaRunner::~LlamaRunner() = default;
+
+int32_t LlamaRunner::vocab_size() const { return s_->cfg.vocab_size; }
+int32_t LlamaRunner::context_len() const { return s_->cfg.context_len; }
+int32_t LlamaRunner::num_kv_blocks() const { return s_->num_blocks; }
+int32_t LlamaRunner::block_size() const { return s_->opt.block_size; }
+const kernels::Backend& LlamaRunner::backend() const { return *s_->be; }
+
+size_t LlamaRunner::kv_block_bytes(const ModelConfig& cfg, int32_t block_size, kernels::DType kv_type) {
+  return 2 * kv_elem_bytes(kv_type) * size_t(block_size) * cfg.num_kv_heads * cfg.head_dim * size_t(cfg.num_layers);
+}
+
+// Sampling sequences must ask for their last row only, and point at a step that exists.
+static void check_sampling(const ForwardBatch& batch) {
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const SequenceInput& s = batch.seqs[i];
+    if (s.sample < 0) continue;
+    if (size_t(s.sample) >= batch.samples.size() || s.logits != LogitRows::Last) {
+      throw std::invalid_argument("forward batch, sequence " + std::to_string(i) +
+                                  ": sampling needs its last row and a sampling step");
+    }
+  }
+}
+
+ForwardOutput LlamaRunner::forward(const ForwardBatch& batch) {
+  State& s = *s_;
+  ForwardOutput out;
+  check_sampling(batch);
+  const FlatBatch fb = flatten(batch, s.cfg, s.opt.block_size, s.num_blocks, out);
+  const int32_t tokens = int32_t(fb.token_ids.size()), seqs = int32_t(fb.seqs.size());
+  const int32_t rows = int32_t(fb.logit_rows.size());
+  const bool decode = tokens == seqs;
+  const int32_t bucket = decode && rows == seqs ? s.bucket_for(seqs) : 0;
+
+  if (bucket > 0) {
+    if (bucket > s.capacity) s.allocate_step_buffers(bucket);
+    // Attention's bounds are the model's limits, not this step's, so one recording serves every step.
+    const StepShape shape{bucket, bucket, bucket, 1, s.cfg.context_len};
+    const InputLayout at(bucket, bucket, bucket, s.table_stride);
+    s.stage_padded_decode(fb, bucket, at);
+    s.be->copy_in(s.inputs.get(), s.staging.data(), size_t(at.total) * sizeof(int32_t));
+    s.run_recorded(shape);
+  } else {
+    if (tokens > s.capacity) s.allocate_step_buffers(tokens);
+    int32_t max_queries = 0, max_context = 0;
+    for (const SeqSpan& a : fb.seqs) {
+      max_queries = std::max(max_queries, a.num_queries);
+      max_context = std::max(max_context, a.context_len);
+    }
+    const StepShape shape{tokens, rows, seqs, max_queries, max_context};
+    const InputLayout at(tokens, rows, seqs, s.table_stride);
+    s.stage(fb, at);
+    s.be->copy_in(s.inputs.get(), s.staging.data(), size_t(at.total) * sizeof(int32_t));
+    s.enqueue(shape);
+  }
+  bool any_sampled = false, any_host_row = false;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const int32_t sample = batch.seqs[i].sample;
+    any_sampled |= sample >= 0;
+    any_host_row |= out.num_rows[i] > 0 && (sample < 0 || batch.samples[sample].logprobs >= 0);
+  }
+  if (any_host_row) {
+    out.logits.resize(size_t(rows) * s.cfg.vocab_size);
+    s.be->copy_out(out.logits.data(), s.logits.get(), out.logits.size() * sizeof(float));
+  }
+  out.sampled.assign(batch.seqs.size(), SampledToken{});
+  if (any_sampled) s.sample(batch, rows, out);  // after the copy: sampling overwrites the logits
+  s.be->synchronize();
+  return out;
+}
+
+}  // namespace flashserve

@@ -1,0 +1,113 @@
+// The runner's insides, shared by llama_runner.cpp (setup, staging, sampling) and
+// llama_forward.cpp (the layer sequence). Not for other users.
+#pragma once
+#include <map>
+#include <memory>
+#include <vector>
+#include "kernels/backend.h"
+#include "model/flat_batch.h"
+#include "model/llama_runner.h"
+
+namespace flashserve {
+
+// A weight matrix in the backend's memory, in its stored (possibly quantized) type.
+struct BackendMatrix {
+  const void* data = nullptr;
+  kernels::DType type = kernels::DType::F32;
+  int64_t rows = 0, cols = 0;
+};
+
+// `count` matrices of [rows][cols] back to back: a mixture's experts.
+struct BackendExperts {
+  const void* data = nullptr;
+  kernels::DType type = kernels::DType::F32;
+  int64_t rows = 0, cols = 0;
+  BackendMatrix expert(int64_t e) const;
+};
+
+struct BackendLayer {
+  const float* attn_norm = nullptr;
+  const float* ffn_norm = nullptr;
+  BackendMatrix wq, wk, wv, wo;
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr;  // Qwen2's projection biases
+  const float *q_norm = nullptr, *k_norm = nullptr;         // Qwen3's and Gemma 3's per-head norms
+  const float *post_attn_norm = nullptr, *post_ffn_norm = nullptr;  // Gemma 3's branch-output norms
+  BackendMatrix w_gate, w_up, w_down;  // dense FFN
+  BackendMatrix router;                // mixture of experts
+  BackendExperts gate_exps, up_exps, down_exps;
+};
+
+// Where one step's inputs sit in the packed int32 array. It depends only on the step's shape, so a
+// recorded decode step for a bucket always reads its inputs from the same addresses.
+struct InputLayout {
+  InputLayout(int64_t tokens, int64_t num_logit_rows, int64_t seqs, int64_t table_stride)
+      : positions(tokens),
+        slots(2 * tokens),
+        logit_rows(3 * tokens),
+        query_start(num_logit_rows + 3 * tokens),
+        context_lens(query_start + seqs + 1),
+        block_tables(context_lens + seqs),
+        total(block_tables + seqs * table_stride) {}
+  int64_t token_ids = 0, positions, slots, logit_rows, query_start, context_lens, block_tables, total;
+};
+
+// What one enqueue of the forward pass computes.
+struct StepShape {
+  int32_t tokens, logit_rows, seqs;
+  int32_t max_num_queries, max_context_len;  // attention's bounds (see kernels::AttentionBatch)
+};
+
+struct LlamaRunner::State {
+  State(const LlamaModel& model, std::unique_ptr<kernels::Backend> backend, const RunnerConfig& config);
+
+  void check_support() const;
+  void map_weights();
+  void allocate_step_buffers(int32_t rows);
+  void allocate_kv_pool(int32_t blocks);
+  int32_t bucket_for(int32_t seqs) const;
+  void stage(const FlatBatch& fb, const InputLayout& at);
+  void stage_padded_decode(const FlatBatch& fb, int32_t bucket, const InputLayout& at);
+  void run_recorded(const StepShape& shape);
+  void sample(const ForwardBatch& batch, int32_t rows, ForwardOutput& out);
+
+  // llama_forward.cpp
+  void enqueue(const StepShape& shape);
+  void enqueue_layer(int32_t li, const StepShape& shape, const InputLayout& at);
+  void dense_ffn(const BackendLayer& l, int64_t tokens);
+  void moe_ffn(const BackendLayer& l, int64_t tokens);
+  void linear(const float* x, int64_t tokens, const BackendMatrix& w, float* y);
+
+  const LlamaModel& model;
+  const ModelConfig& cfg;
+  const RunnerConfig opt;
+  std::unique_ptr<kernels::Backend> be;
+  const int32_t table_stride;  // block-table row length: enough blocks for the whole context window
+
+  BackendMatrix token_embd, output;
+  const float* output_norm = nullptr;
+  const float* rope_freq_factors = nullptr;
+  std::vector<BackendLayer> layers;
+
+  int32_t capacity = 0;  // rows (tokens, logit rows, sequences) the step buffers hold
+  kernels::Buffer x, h, tmp, q, k, v, attn, gate, up, last, logits, inputs;
+  std::vector<int32_t> staging;
+
+  // Mixture-of-experts scratch (empty for a dense model): the router's output, its routing, each
+  // expert's gathered inputs and outputs, and every assignment's output before the weighted sum.
+  kernels::Buffer router_logits, topk_ids, topk_weights, expert_offsets, sorted, assignment_tokens, expert_in,
+      expert_out, per_choice;
+  std::vector<int32_t> host_offsets, host_sorted, host_tokens;
+
+  int32_t num_blocks = 0;
+  std::vector<kernels::Buffer> k_cache, v_cache;  // [layer]
+
+  kernels::Buffer sampling_rows, sampling_adjusts, sampled_tokens;  // grown as batches need
+  std::vector<kernels::SamplingRow> host_rows;
+  std::vector<kernels::TokenAdjust> host_adjusts;
+  std::vector<int32_t> host_tokens_out;
+
+  std::vector<int32_t> buckets;  // decode batch sizes steps are recorded for; empty: none
+  std::map<int32_t, std::unique_ptr<kernels::RecordedStep>> recorded;
+};
+
+}  // namespace flashserve

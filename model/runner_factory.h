@@ -1,0 +1,35 @@
+// Builds the runner a deployment asks for: picks the backend (--device), sizes the KV pool -- the
+// one place that policy lives -- and logs what it chose. Callers (server/, bench/) pass flags in.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include "model/llama_model.h"
+#include "model/model_runner.h"
+
+namespace flashserve {
+
+struct RunnerOptions {
+  std::string device = "auto";     // cpu, cuda, or auto (cuda when a GPU is visible)
+  int32_t block_size = 16;
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 512;
+  // The KV pool: exactly kv_cache_bytes when > 0; else on the CPU kv_cache_fraction of
+  // host_memory_available (the server reads MemAvailable and cgroup limits), on a GPU what
+  // gpu_memory_fraction of its memory leaves once weights and activations are in place.
+  int64_t kv_cache_bytes = 0;
+  double kv_cache_fraction = 0.2;
+  int64_t host_memory_available = 0;
+  double gpu_memory_fraction = 0.9;
+  std::string gpu_kv_dtype = "f16";  // f16 or bf16; the CPU cache is f32
+  bool cuda_graphs = true;
+};
+
+// Throws std::invalid_argument for options or a model the chosen backend cannot run (naming what),
+// std::runtime_error when a GPU is asked for and none is usable or the KV budget holds no block.
+std::unique_ptr<ModelRunner> make_runner(const LlamaModel& model, const RunnerOptions& options);
+
+// Worker threads the CPU kernels use (0: all cores).
+void set_cpu_threads(int n);
+
+}  // namespace flashserve

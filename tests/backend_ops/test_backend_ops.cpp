@@ -1,0 +1,442 @@
+// Every op of the backend contract (kernels/backend.h) on every backend this machine has -- the CPU
+// always, CUDA when a device is visible -- on random inputs, against a plain f64 reference by
+// normalised mean squared error, and where the contract promises exact results (decoding, routing,
+// token choice) against the CPU bit for bit: llama.cpp's test-backend-ops, for our contract. A case
+// the backend reports unsupported is skipped and counted, never passed silently.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/dtype.h"
+#include "tests/kernels/reference.h"
+#include "tests/kernels/reference_sampling.h"
+
+namespace flashserve::test {
+namespace {
+
+using kernels::Backend;
+using kernels::Buffer;
+using kernels::Op;
+
+constexpr DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                               DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
+                               DType::Q6_K, DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS};
+
+std::vector<std::unique_ptr<Backend>> all_backends() {
+  std::vector<std::unique_ptr<Backend>> b;
+  b.push_back(kernels::make_cpu_backend());
+  if (kernels::cuda_device_count() > 0) b.push_back(kernels::make_cuda_backend());
+  return b;
+}
+
+// Cases run and skipped per op, printed after the last test so a run shows what it covered.
+std::map<std::string, std::pair<int, int>>& tally() {
+  static std::map<std::string, std::pair<int, int>> t;
+  return t;
+}
+class PrintTally : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    for (const auto& [what, n] : tally()) std::printf("[ coverage ] %-28s %3d run, %3d unsupported\n", what.c_str(), n.first, n.second);
+  }
+};
+const auto* const print_tally = ::testing::AddGlobalTestEnvironment(new PrintTally);
+
+bool runs(const Backend& be, Op op, DType type, const kernels::OpShape& shape = {}) {
+  const bool ok = be.supports(op, type, shape);
+  auto& n = tally()[be.name().substr(0, be.name().find(' ')) + " " + kernels::op_name(op)];
+  (ok ? n.first : n.second)++;
+  return ok;
+}
+
+// Host data copied onto a backend, and back.
+template <typename T>
+struct On {
+  On(Backend& b, const std::vector<T>& host) : be(b), buf(b, std::max<size_t>(1, host.size()) * sizeof(T)), n(host.size()) {
+    if (n) be.copy_in(buf.get(), host.data(), n * sizeof(T));
+  }
+  On(Backend& b, size_t count) : be(b), buf(b, std::max<size_t>(1, count) * sizeof(T)), n(count) {}
+  T* get() const { return buf.template get<T>(); }
+  std::vector<T> host() const {
+    std::vector<T> out(n);
+    if (n) be.copy_out(out.data(), buf.get(), n * sizeof(T));
+    be.synchronize();
+    return out;
+  }
+  Backend& be;
+  Buffer buf;
+  size_t n;
+};
+
+double nmse(const std::vector<float>& got, const std::vector<double>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    err += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return norm > 0 ? err / norm : err;
+}
+
+// Weights as a model file holds them: quantized from random values (float types stored as is).
+std::vector<uint8_t> weight_rows(std::mt19937& rng, DType t, int64_t rows, int64_t cols) {
+  const auto values = random_floats(rng, size_t(rows * cols));
+  std::vector<uint8_t> w(size_t(rows) * kernels::row_bytes(t, cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    kernels::quantize_row(t, values.data() + r * cols, w.data() + r * kernels::row_bytes(t, cols), cols);
+  }
+  return w;
+}
+
+kernels::StepLimits limits() {
+  kernels::StepLimits l;
+  l.max_tokens = 64;
+  l.max_k = 4096;
+  l.max_n_out = 4096;
+  l.num_heads = 8;
+  l.head_dim = 128;
+  l.max_context_len = 2048;
+  l.experts = 16;
+  l.top_k = 4;
+  return l;
+}
+
+TEST(BackendOps, GetRowsDecodesExactly) {
+  std::mt19937 rng(1);
+  const int64_t rows = 9, cols = 512;
+  const std::vector<int32_t> ids = {3, 0, 8, 3, 5};
+  for (auto& be : all_backends()) {
+    for (DType t : kAllTypes) {
+      if (!runs(*be, Op::GetRows, t)) continue;
+      SCOPED_TRACE(be->name() + " " + std::string(kernels::dtype_name(t)));
+      const auto w = weight_rows(rng, t, rows, cols);
+      On<uint8_t> dw(*be, w);
+      On<int32_t> did(*be, ids);
+      On<float> out(*be, ids.size() * cols);
+      be->get_rows(dw.get(), t, cols, did.get(), int64_t(ids.size()), out.get());
+      const auto got = out.host();
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const auto want = ref_dequant(t, w.data() + ids[i] * kernels::row_bytes(t, cols), cols);
+        // Each element is one rounding of an exact expression: the f64 value rounded to f32.
+        for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(got[i * cols + c], float(want[c])) << "row " << i << " col " << c;
+      }
+    }
+  }
+}
+
+// Token counts on both sides of the CUDA backend's GEMV / GEMM switch (kGemvMaxTokens = 8); odd row
+// counts (a partly filled last tile); rows of one and of several super-blocks.
+TEST(BackendOps, MatmulEveryWeightType) {
+  std::mt19937 rng(2);
+  struct Shape { int64_t k, n_out; };
+  for (auto& be : all_backends()) {
+    be->reserve(limits());
+    for (DType t : kAllTypes) {
+      if (!runs(*be, Op::Matmul, t)) continue;
+      for (const Shape& s : {Shape{512, 96}, Shape{1536, 33}, Shape{2304, 5}}) {
+        const auto w = weight_rows(rng, t, s.n_out, s.k);
+        On<uint8_t> dw(*be, w);
+        for (int64_t tokens : {1, 3, 8, 9, 64}) {
+          SCOPED_TRACE(be->name() + " " + std::string(kernels::dtype_name(t)) + " k " + std::to_string(s.k) + " tokens " +
+                       std::to_string(tokens));
+          const auto x = random_floats(rng, size_t(tokens * s.k));
+          On<float> dx(*be, x), y(*be, size_t(tokens * s.n_out));
+          be->matmul(dx.get(), tokens, dw.get(), t, s.n_out, s.k, y.get());
+          const auto want = ref_matmul(x.data(), tokens, s.k, w.data(), t, s.n_out);
+          // f16 activations on a GPU's large-batch path allow ~1e-6; a real bug is orders above.
+          EXPECT_LT(nmse(y.host(), want.y), 5e-6);
+        }
+      }
+    }
+  }
+}
+
+TEST(BackendOps, NormsRopeAndSwiglu) {
+  std::mt19937 rng(3);
+  const int64_t rows = 5, dim = 576;
+  for (auto& be : all_backends()) {
+    SCOPED_TRACE(be->name());
+    const auto x = random_floats(rng, size_t(rows * dim), -3.0f, 3.0f), w = random_floats(rng, size_t(dim), 0.5f, 1.5f);
+    const auto r = random_floats(rng, size_t(rows * dim));
+    if (runs(*be, Op::RmsNorm, DType::F32)) {
+      On<float> dx(*be, x), dw(*be, w), dr(*be, r), y(*be, x.size());
+      be->rmsnorm(dx.get(), dw.get(), y.get(), rows, dim, 1e-5f);
+      EXPECT_LT(nmse(y.host(), ref_rmsnorm(x.data(), w.data(), rows, dim, 1e-5f)), 1e-12) << "rmsnorm";
+      be->add_rmsnorm(dx.get(), dr.get(), dw.get(), y.get(), rows, dim, 1e-5f);
+      std::vector<float> summed(x.size());
+      for (size_t i = 0; i < x.size(); ++i) summed[i] = x[i] + r[i];
+      EXPECT_EQ(dx.host(), summed) << "add_rmsnorm's residual stream";
+      EXPECT_LT(nmse(y.host(), ref_rmsnorm(summed.data(), w.data(), rows, dim, 1e-5f)), 1e-12) << "add_rmsnorm";
+    }
+    if (runs(*be, Op::SwiGLU, DType::F32)) {
+      const auto up = random_floats(rng, x.size(), -3.0f, 3.0f);
+      On<float> dg(*be, x), du(*be, up), out(*be, x.size());
+      be->swiglu(dg.get(), du.get(), out.get(), int64_t(x.size()));
+      std::vector<double> want(x.size());
+      for (size_t i = 0; i < x.size(); ++i) want[i] = ref_silu_mul(x[i], up[i]);
+      EXPECT_LT(nmse(out.host(), want), 1e-12) << "swiglu";
+    }
+    if (runs(*be, Op::GeGLU, DType::F32)) {
+      const auto up = random_floats(rng, x.size(), -3.0f, 3.0f);
+      On<float> dg(*be, x), du(*be, up), out(*be, x.size());
+      be->geglu(dg.get(), du.get(), out.get(), int64_t(x.size()));
+      std::vector<double> want(x.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double g = x[i];
+        want[i] = 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g))) * up[i];
+      }
+      EXPECT_LT(nmse(out.host(), want), 1e-12) << "geglu";
+    }
+    if (runs(*be, Op::AddBias, DType::F32)) {
+      On<float> dx(*be, x);
+      be->scale(dx.get(), 8.0f, int64_t(x.size()));
+      std::vector<double> want(x.begin(), x.end());
+      for (double& v : want) v *= 8.0;
+      EXPECT_LT(nmse(dx.host(), want), 1e-14) << "scale";
+    }
+    if (runs(*be, Op::AddBias, DType::F32)) {
+      On<float> dx(*be, x), db(*be, w);
+      be->add_bias(dx.get(), db.get(), rows, dim);
+      std::vector<double> want(x.size());
+      for (size_t i = 0; i < x.size(); ++i) want[i] = double(x[i]) + w[i % size_t(dim)];
+      EXPECT_LT(nmse(dx.host(), want), 1e-14) << "add_bias";
+    }
+    for (bool neox : {false, true}) {
+      if (!runs(*be, Op::Rope, DType::F32)) continue;
+      const std::vector<int32_t> positions = {0, 1, 17, 4095, 8191, 3};
+      const int64_t heads = 3, hd = 64, rot = 32, nt = int64_t(positions.size());
+      const auto q = random_floats(rng, size_t(nt * heads * hd), -2.0f, 2.0f);
+      const auto factors = random_floats(rng, size_t(rot / 2), 1.0f, 8.0f);
+      On<float> dq(*be, q), df(*be, factors);
+      On<int32_t> dp(*be, positions);
+      be->rope(dq.get(), dp.get(), nt, heads, hd, kernels::RopeParams{int32_t(rot), 500000.0f, 0.5f, df.get(), neox});
+      std::vector<double> want(q.begin(), q.end());
+      for (int64_t t = 0; t < nt; ++t) {
+        for (int64_t h = 0; h < heads; ++h) {
+          const int64_t base = (t * heads + h) * hd;
+          for (int64_t i = 0; i < rot / 2; ++i) {
+            const double a = positions[t] * 0.5 * std::pow(500000.0, -2.0 * double(i) / rot) / factors[i];
+            const int64_t first = base + (neox ? i : 2 * i), second = first + (neox ? rot / 2 : 1);
+            const double u = q[first], v = q[second];
+            want[first] = u * std::cos(a) - v * std::sin(a);
+            want[second] = u * std::sin(a) + v * std::cos(a);
+          }
+        }
+      }
+      EXPECT_LT(nmse(dq.host(), want), 1e-10) << (neox ? "rope (neox)" : "rope");
+    }
+  }
+}
+
+// What a KV cache element of `t` holds for x: the CPU stores f32, GPUs round to f16 / bf16.
+float stored(DType t, float x) {
+  if (t == DType::F16) return kernels::fp16_to_fp32(kernels::fp32_to_fp16(x));
+  if (t == DType::BF16) return kernels::bf16_to_fp32(kernels::fp32_to_bf16(x));
+  return x;
+}
+
+struct SeqSpec {
+  int32_t context_len, num_queries;
+};
+
+// kv_write of every sequence's K/V, then attention of its last num_queries positions, against the
+// f64 reference over the K/V values the cache can hold.
+void check_attention(Backend& be, DType kv_type, int64_t hd, int32_t heads, int32_t kv_heads,
+                     const std::vector<SeqSpec>& specs, std::mt19937& rng, int32_t window = 0) {
+  const kernels::KvLayout layout{16, kv_heads, int32_t(hd)};
+  const int64_t kv_row = kv_heads * hd, q_row = heads * hd;
+  AttentionArrays arrays;
+  std::vector<float> k, v, q;
+  std::vector<int32_t> slots;
+  int32_t next_block = 0, tokens = 0;
+  std::vector<int32_t> first_kv;  // per sequence: its first row in k / v
+  for (const SeqSpec& s : specs) {
+    std::vector<int32_t> table;
+    for (int32_t b = 0; b < (s.context_len + 15) / 16; ++b) table.push_back(next_block++);
+    first_kv.push_back(int32_t(k.size() / kv_row));
+    slots.resize(slots.size() + size_t(s.context_len));
+    const auto kk = random_floats(rng, size_t(s.context_len * kv_row)), vv = random_floats(rng, size_t(s.context_len * kv_row));
+    k.insert(k.end(), kk.begin(), kk.end());
+    v.insert(v.end(), vv.begin(), vv.end());
+    const auto qq = random_floats(rng, size_t(s.num_queries * q_row), -2.0f, 2.0f);
+    q.insert(q.end(), qq.begin(), qq.end());
+    arrays.add(s.num_queries, s.context_len, table);
+    tokens += s.num_queries;
+  }
+  // Blocks scattered over the pool: table entries reversed, so no sequence's blocks are in order.
+  for (auto& t : arrays.tables) for (int32_t& b : t) b = next_block - 1 - b;
+  for (size_t i = 0, s = 0, p = 0; i < slots.size(); ++i, ++p) {
+    if (p == size_t(specs[s].context_len)) ++s, p = 0;
+    slots[i] = arrays.tables[s][p / 16] * 16 + int32_t(p % 16);
+  }
+  const size_t elem = kv_type == DType::F32 ? 4 : 2, pool = size_t(next_block) * 16 * size_t(kv_row) * elem;
+  Buffer kc(be, pool), vc(be, pool);
+  const kernels::KvCacheView kv{kc.get(), vc.get(), kv_type, layout};
+  On<float> dk(be, k), dv(be, v), dq(be, q), out(be, q.size());
+  On<int32_t> dslots(be, slots);
+  be.kv_write(kv, dk.get(), dv.get(), dslots.get(), int64_t(slots.size()));
+  kernels::AttentionBatch host = arrays.batch();
+  On<int32_t> qs(be, arrays.query_start), lens(be, arrays.context_lens), tables(be, arrays.flat_tables);
+  kernels::AttentionBatch batch = host;
+  batch.window = window;
+  batch.query_start = qs.get();
+  batch.context_lens = lens.get();
+  batch.block_tables = tables.get();
+  const float scale = 1.0f / std::sqrt(float(hd));
+  be.attention(dq.get(), kv, batch, heads, scale, out.get());
+
+  std::vector<double> want;
+  for (float& x : k) x = stored(kv_type, x);
+  for (float& x : v) x = stored(kv_type, x);
+  int64_t row = 0;
+  for (size_t s = 0; s < specs.size(); ++s) {
+    for (int32_t i = 0; i < specs[s].num_queries; ++i, ++row) {
+      const int32_t pos = specs[s].context_len - specs[s].num_queries + i;
+      for (int32_t h = 0; h < heads; ++h) {
+        std::vector<const float*> krows, vrows;
+        for (int32_t j = window > 0 ? std::max(0, pos - window + 1) : 0; j <= pos; ++j) {
+          krows.push_back(&k[size_t((first_kv[s] + j) * kv_row + (h / (heads / kv_heads)) * hd)]);
+          vrows.push_back(&v[size_t((first_kv[s] + j) * kv_row + (h / (heads / kv_heads)) * hd)]);
+        }
+        const auto r = ref_attention_row(&q[size_t(row * q_row + h * hd)], krows, vrows, hd, scale);
+        want.insert(want.end(), r.begin(), r.end());
+      }
+    }
+  }
+  EXPECT_LT(nmse(out.host(), want), 1e-10);
+}
+
+TEST(BackendOps, KvWriteAndAttention) {
+  std::mt19937 rng(4);
+  const std::vector<SeqSpec> prefill = {{37, 37}, {5, 2}, {70, 13}, {16, 1}};
+  const std::vector<SeqSpec> decode = {{1, 1}, {100, 1}, {1300, 1}, {33, 1}};  // past a 512-position partition
+  for (auto& be : all_backends()) {
+    be->reserve(limits());
+    for (DType kv_type : {DType::F32, DType::F16, DType::BF16}) {
+      for (int64_t hd : {64, 128}) {
+        for (int32_t group : {1, 4}) {
+          const kernels::OpShape shape{hd, group, 0, 0, 0};
+          if (!runs(*be, Op::KvWrite, kv_type, shape) || !runs(*be, Op::Attention, kv_type, shape)) continue;
+          SCOPED_TRACE(be->name() + " kv " + std::string(kernels::dtype_name(kv_type)) + " head_dim " +
+                       std::to_string(hd) + " group " + std::to_string(group));
+          check_attention(*be, kv_type, hd, 2 * group, 2, prefill, rng);
+          check_attention(*be, kv_type, hd, 2 * group, 2, decode, rng);
+          const kernels::OpShape windowed{hd, group, 0, 0, 24};
+          if (!runs(*be, Op::Attention, kv_type, windowed)) continue;
+          check_attention(*be, kv_type, hd, 2 * group, 2, prefill, rng, 24);  // Gemma 3's local layers
+          check_attention(*be, kv_type, hd, 2 * group, 2, decode, rng, 24);
+        }
+      }
+    }
+  }
+}
+
+TEST(BackendOps, MixtureOfExpertsRoutingScatterAndSum) {
+  std::mt19937 rng(5);
+  const int64_t tokens = 23, dim = 40;
+  const int32_t experts = 8, top_k = 2;
+  const auto logits = random_floats(rng, size_t(tokens * experts), -4.0f, 4.0f);
+  std::vector<int32_t> cpu_ids, cpu_offsets, cpu_sorted;
+  for (auto& be : all_backends()) {
+    if (!runs(*be, Op::MoeRoute, DType::F32, {0, 0, experts, top_k, 0})) continue;
+    SCOPED_TRACE(be->name());
+    be->reserve(limits());
+    On<float> dl(*be, logits), weights(*be, size_t(tokens * top_k));
+    On<int32_t> ids(*be, size_t(tokens * top_k)), offsets(*be, size_t(experts + 1)), sorted(*be, size_t(tokens * top_k));
+    be->moe_route(dl.get(), tokens, experts, top_k, true, {ids.get(), weights.get(), offsets.get(), sorted.get()});
+    const auto got_ids = ids.host(), got_offsets = offsets.host(), got_sorted = sorted.host();
+    const auto got_weights = weights.host();
+    if (cpu_ids.empty()) {
+      cpu_ids = got_ids, cpu_offsets = got_offsets, cpu_sorted = got_sorted;
+    } else {
+      EXPECT_EQ(got_ids, cpu_ids);
+      EXPECT_EQ(got_offsets, cpu_offsets);
+      EXPECT_EQ(got_sorted, cpu_sorted);
+    }
+    std::vector<double> want_weights;
+    for (int64_t t = 0; t < tokens; ++t) {
+      const auto p = ref_softmax(logits.data() + t * experts, experts);
+      double picked = 0;
+      for (int32_t j = 0; j < top_k; ++j) picked += p[got_ids[t * top_k + j]];
+      for (int32_t j = 0; j < top_k; ++j) want_weights.push_back(p[got_ids[t * top_k + j]] / picked);
+    }
+    EXPECT_LT(nmse(got_weights, want_weights), 1e-12) << "routing weights";
+
+    // Every assignment's row scattered to its slot, then each token's rows summed by weight.
+    const auto rows = random_floats(rng, size_t(tokens * top_k * dim));
+    On<float> drows(*be, rows), slots(*be, rows.size()), out(*be, size_t(tokens * dim));
+    be->scatter_rows(drows.get(), tokens * top_k, dim, sorted.get(), slots.get());
+    be->weighted_sum_rows(slots.get(), weights.get(), tokens, top_k, dim, out.get());
+    std::vector<double> placed(rows.size()), want(size_t(tokens * dim), 0.0);
+    for (int64_t i = 0; i < tokens * top_k; ++i)
+      for (int64_t c = 0; c < dim; ++c) placed[got_sorted[i] * dim + c] = rows[i * dim + c];
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int32_t j = 0; j < top_k; ++j)
+        for (int64_t c = 0; c < dim; ++c) want[t * dim + c] += double(got_weights[t * top_k + j]) * placed[(t * top_k + j) * dim + c];
+    EXPECT_LT(nmse(out.host(), want), 1e-12) << "scatter and weighted sum";
+  }
+}
+
+// Token choice is exact: every backend picks the plain reference's token from the same row,
+// parameters and uniform.
+TEST(BackendOps, SampleRowsPicksTheReferenceToken) {
+  std::mt19937 rng(6);
+  // One vocabulary smaller than a GPU block, one too large for its shared-memory row cache.
+  for (int32_t vocab : {1, 100, 4099, 152064}) {
+    const int32_t rows = 24;
+    std::vector<kernels::SamplingRow> params(rows);
+    std::vector<kernels::TokenAdjust> adjusts;
+    for (int32_t r = 0; r < rows; ++r) {
+      kernels::SamplingRow& p = params[r];
+      p.temperature = r % 4 == 0 ? 0.0f : 0.3f + 0.1f * float(r % 9);
+      p.top_k = r % 3 == 0 ? 40 : 0;
+      p.top_p = r % 5 == 0 ? 0.9f : 1.0f;
+      p.min_p = r % 7 == 0 ? 0.05f : 0.0f;
+      p.repetition_penalty = r % 2 ? 1.2f : 1.0f;
+      p.frequency_penalty = r % 3 == 1 ? 0.5f : 0.0f;
+      p.presence_penalty = r % 8 == 3 ? -0.4f : 0.0f;
+      p.uniform = std::uniform_real_distribution<double>(0, 1)(rng);
+      p.adjust_begin = int32_t(adjusts.size());
+      std::set<int32_t> touched;  // one adjust per token
+      while (int32_t(touched.size()) < std::min(vocab, r % 6)) touched.insert(int32_t(rng() % uint32_t(vocab)));
+      for (int32_t id : touched) adjusts.push_back({id, id % 3, 1, id % 2 ? 1.5f : 0.0f});
+      p.adjust_end = int32_t(adjusts.size());
+    }
+    const auto logits = random_floats(rng, size_t(vocab) * rows, -6.0f, 6.0f);
+    std::vector<int32_t> want(rows);
+    auto scratch = logits;
+    reference::sample_rows(scratch.data(), rows, vocab, params.data(), adjusts.data(), want.data());
+    for (auto& be : all_backends()) {
+      if (!runs(*be, Op::SampleRows, DType::F32)) continue;
+      SCOPED_TRACE(be->name() + " vocab " + std::to_string(vocab));
+      On<float> dl(*be, logits);
+      On<kernels::SamplingRow> dp(*be, params);
+      On<kernels::TokenAdjust> da(*be, adjusts);
+      On<int32_t> tokens(*be, size_t(rows));
+      be->sample_rows(dl.get(), rows, vocab, dp.get(), da.get(), tokens.get());
+      EXPECT_EQ(tokens.host(), want);
+    }
+  }
+}
+
+TEST(BackendOps, CpuIsAlwaysThereAndCudaOnlyWithADevice) {
+  const auto b = all_backends();
+  ASSERT_GE(b.size(), 1u);
+  EXPECT_TRUE(b[0]->is_host());
+  EXPECT_EQ(b.size(), kernels::cuda_device_count() > 0 ? 2u : 1u);
+  if (kernels::cuda_device_count() == 0) {
+    EXPECT_THROW(kernels::make_cuda_backend(), std::runtime_error);
+  }
+}
+
+}  // namespace
+}  // namespace flashserve::test
