@@ -131,6 +131,11 @@ ChatTemplate LlamaModel::chat_template() const {
   throw UnsupportedTemplate("the model has no chat template and its vocabulary matches no built-in one");
 }
 
+ChatTemplate LlamaModel::chat_template_from(const std::string& path) const {
+  const Tokenizer& tok = *tokenizer_;
+  return ChatTemplate::from_file(path, tok.token_text(tok.bos_id()), tok.token_text(tok.eos_id()));
+}
+
 std::vector<int32_t> LlamaModel::encode_chat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages) const {
   const Tokenizer& tok = *tokenizer_;
   const std::string text = tmpl.apply(messages, /*add_generation_prompt=*/true);

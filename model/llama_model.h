@@ -64,6 +64,8 @@ class LlamaModel {
   std::string chat_template_source() const;  // empty if the file has none
   // The file's chat template with this vocabulary's BOS/EOS texts; throws UnsupportedTemplate.
   ChatTemplate chat_template() const;
+  // The Jinja template in `path` instead (--chat-template); throws UnsupportedTemplate.
+  ChatTemplate chat_template_from(const std::string& path) const;
   // Messages -> prompt ids: the template with a generation prompt, special tokens parsed, BOS
   // added only when the template did not already render it (Llama-2/3 and Gemma do).
   std::vector<int32_t> encode_chat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages) const;

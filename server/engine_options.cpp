@@ -42,6 +42,8 @@ void EngineOptions::add_to(CLI::App& app) {
   app.add_option("--kv-cache-dtype", kv_cache_dtype, "cuda: KV cache element type")
       ->check(CLI::IsMember({"f16", "bf16"}))
       ->capture_default_str();
+  app.add_option("--chat-template", chat_template_file, "Jinja chat template file used instead of the model's own")
+      ->check(CLI::ExistingFile);
   app.add_flag("--no-cuda-graphs", no_cuda_graphs, "cuda: launch decode steps kernel by kernel instead of replaying graphs");
 }
 
@@ -54,6 +56,11 @@ EngineConfig EngineOptions::engine_config() const {
   c.max_queue_time = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(max_queue_time_s));
   c.enable_prefix_caching = !no_prefix_caching;
   return c;
+}
+
+ChatTemplate EngineOptions::chat_template(const LlamaModel& model) const {
+  if (chat_template_file.empty()) return model.chat_template();
+  return model.chat_template_from(chat_template_file);
 }
 
 std::unique_ptr<ModelRunner> EngineOptions::make_runner(const LlamaModel& model) const {

@@ -24,9 +24,12 @@ struct EngineOptions {
   double gpu_memory_fraction = 0.9;  // --device cuda: share of GPU memory for weights, activations, KV
   std::string kv_cache_dtype = "f16";  // --device cuda: f16 or bf16 (the CPU cache is f32)
   bool no_cuda_graphs = false;
+  std::string chat_template_file;    // a Jinja file used instead of the model's own template
 
   void add_to(CLI::App& app);
   EngineConfig engine_config() const;
+  // --chat-template when given (an unreadable or invalid file throws), else the model's own.
+  ChatTemplate chat_template(const LlamaModel& model) const;
   // The runner --device asks for (model/runner_factory.h), its KV pool from --kv-cache-bytes or a
   // share of the memory available (memory_budget.h). Throws std::invalid_argument for cuda in a
   // build without it, std::runtime_error when no GPU is visible.

@@ -11,9 +11,9 @@ namespace {
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-std::vector<int32_t> encode_prompt(const LlamaModel& m, const std::string& prompt, bool chat) {
+std::vector<int32_t> encode_prompt(const LlamaModel& m, const EngineOptions& e, const std::string& prompt, bool chat) {
   if (!chat) return m.tokenizer().encode(prompt, true, false);
-  return m.encode_chat(m.chat_template(), {{"user", prompt}});
+  return m.encode_chat(e.chat_template(m), {{"user", prompt}});
 }
 
 struct Generation {
@@ -50,7 +50,7 @@ int generate(const GenerateOptions& o) {
   std::vector<Generation> gens(o.prompts.size());
   const auto start = Clock::now();
   for (size_t i = 0; i < o.prompts.size(); ++i) {
-    GenerateRequest req{"prompt-" + std::to_string(i), encode_prompt(*model, o.prompts[i], o.chat), o.sampling};
+    GenerateRequest req{"prompt-" + std::to_string(i), encode_prompt(*model, o.engine, o.prompts[i], o.chat), o.sampling};
     // Cap max_tokens at what fits (context window and KV cache) rather than refuse outright.
     const int32_t room = engine.max_model_len() - int32_t(req.prompt_ids.size());
     req.params.max_tokens = std::max(1, std::min(req.params.max_tokens, room));

@@ -73,11 +73,16 @@ Serving::Serving(const LlamaModel& model, std::string served_model_name, const E
       max_prompt_bytes_(size_t(engine_.max_model_len()) * longest_token_bytes(model.tokenizer())),
       fingerprint_(fingerprint(model, options)),
       outputs_(engine_, model.tokenizer()) {
-  try {
-    template_ = std::make_unique<ChatTemplate>(model.chat_template());
-  } catch (const UnsupportedTemplate& e) {
-    template_error_ = e.what();
-    spdlog::warn("chat completions disabled: {}", template_error_);
+  // A template file asked for must work; a model without a usable one only loses chat.
+  if (!options.chat_template_file.empty()) {
+    template_ = std::make_unique<ChatTemplate>(options.chat_template(model));
+  } else {
+    try {
+      template_ = std::make_unique<ChatTemplate>(model.chat_template());
+    } catch (const UnsupportedTemplate& e) {
+      template_error_ = e.what();
+      spdlog::warn("chat completions disabled: {}", template_error_);
+    }
   }
   if (observer_) outputs_.set_step_observer([this](const StepStats& s) { observer_->on_step(s); });
   spdlog::info("KV cache: {} blocks of {} tokens ({} tokens)", runner_->num_kv_blocks(), runner_->block_size(),

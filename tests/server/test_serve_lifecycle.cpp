@@ -169,5 +169,33 @@ TEST(ServeLifecycle, DeviceCudaWithoutAGpuFailsClearly) {
   EXPECT_TRUE(says_why) << r.log;
 }
 
+// --chat-template replaces the model's template: a broken file stops the start with its position,
+// a working one is what the prompt is rendered with.
+TEST(ServeLifecycle, ChatTemplateFileIsUsedOrRefused) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string bad = (dir / "flashserve-bad.jinja").string(), good = (dir / "flashserve-good.jinja").string();
+  std::ofstream(bad) << "{% for m in messages %}{{ m.content }";
+  std::ofstream(good) << "{% for m in messages %}[{{ m.role }}] {{ m.content | upper }}\n{% endfor %}";
+  const test::ExitResult refused = test::run_to_exit(
+      {"generate", "--model", test::tiny_model_for_server(), "--chat", "--chat-template", bad, "--prompt", "hi", "--max-tokens", "1"});
+  EXPECT_EQ(refused.status, 1) << refused.log;
+  EXPECT_NE(refused.log.find("line 1"), std::string::npos) << refused.log;
+
+  const auto prompt_tokens = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"generate", "--model", test::tiny_model_for_server(), "--chat", "--prompt", "hello",
+                                     "--max-tokens", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const test::ExitResult r = test::run_to_exit(args);
+    EXPECT_EQ(r.status, 0) << r.log;
+    const size_t at = r.log.find("prompt: ");
+    return at == std::string::npos ? -1 : std::stoi(r.log.substr(at + 8));
+  };
+  // The tiny model's vocabulary is bytes with no BOS: "[user] HELLO\n" is 13 tokens; its own ChatML
+  // template renders more.
+  const int custom = prompt_tokens({"--chat-template", good});
+  EXPECT_EQ(custom, 13);
+  EXPECT_NE(prompt_tokens({}), custom);
+}
+
 }  // namespace
 }  // namespace flashserve
