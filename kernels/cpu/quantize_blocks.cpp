@@ -211,12 +211,19 @@ void quantize_block(const float* x, BlockQ3_K& y) {
   }
 }
 
-void quantize_block(const float* x, BlockQ4_K& y) {
-  const AffineCodes c = fit_affine(x, 8, 15, 63);
+// Q4_K and Q5_K share their header: d, dmin and eight 6-bit scale/min pairs; codes up to q_max.
+template <class Block>
+AffineCodes start_k_block(const float* x, int q_max, Block& y) {
+  const AffineCodes c = fit_affine(x, 8, q_max, 63);
   std::memset(&y, 0, sizeof y);
   y.d = c.d;
   y.dmin = c.dmin;
   pack_k_scales(c.sc, c.m, y.scales);
+  return c;
+}
+
+void quantize_block(const float* x, BlockQ4_K& y) {
+  const AffineCodes c = start_k_block(x, 15, y);
   for (int e = 0; e < kSuperBlock; ++e) {
     const int ch = e / 32, l = e % 32;
     y.qs[32 * (ch / 2) + l] |= uint8_t(c.q[e] << (4 * (ch % 2)));
@@ -224,11 +231,7 @@ void quantize_block(const float* x, BlockQ4_K& y) {
 }
 
 void quantize_block(const float* x, BlockQ5_K& y) {
-  const AffineCodes c = fit_affine(x, 8, 31, 63);
-  std::memset(&y, 0, sizeof y);
-  y.d = c.d;
-  y.dmin = c.dmin;
-  pack_k_scales(c.sc, c.m, y.scales);
+  const AffineCodes c = start_k_block(x, 31, y);
   for (int e = 0; e < kSuperBlock; ++e) {
     const int ch = e / 32, l = e % 32;
     y.qs[32 * (ch / 2) + l] |= uint8_t((c.q[e] & 15) << (4 * (ch % 2)));

@@ -248,15 +248,30 @@ void Interpreter::bind_params(const std::vector<Param>& params, const CallArgs& 
   frame.vars["kwargs"] = Value::dict(std::move(kwargs), budget_, /*keys_unique=*/true);
 }
 
-Value Interpreter::call_macro(const MacroStmt& m, const CallArgs& args) {
-  if (++calls_ > int(budget_.limits().max_depth)) {
-    throw TemplateError(ErrorKind::Limit, "template limit reached: macro calls nested deeper than " +
-                                              std::to_string(budget_.limits().max_depth));
+namespace {
+
+// One level of macro or caller() nesting, undone however the call ends.
+class CallDepth {
+ public:
+  CallDepth(int& calls, int limit) : calls_(calls) {
+    if (calls_ + 1 > limit) {
+      throw TemplateError(ErrorKind::Limit, "template limit reached: macro calls nested deeper than " +
+                                                std::to_string(limit));
+    }
+    ++calls_;
   }
-  struct Unwind {
-    int& n;
-    ~Unwind() { --n; }
-  } unwind{calls_};
+  CallDepth(const CallDepth&) = delete;
+  CallDepth& operator=(const CallDepth&) = delete;
+  ~CallDepth() { --calls_; }
+
+ private:
+  int& calls_;
+};
+
+}  // namespace
+
+Value Interpreter::call_macro(const MacroStmt& m, const CallArgs& args) {
+  const CallDepth depth(calls_, int(budget_.limits().max_depth));
   auto frame = std::make_shared<Frame>();
   frame->parent = root_;
   FrameScope scope(*this, frame);
@@ -268,14 +283,7 @@ Value Interpreter::call_macro(const MacroStmt& m, const CallArgs& args) {
 Value Interpreter::call_caller(const CallBlockStmt& block, const std::weak_ptr<Frame>& weak, const CallArgs& args) {
   std::shared_ptr<Frame> parent = weak.lock();
   if (!parent) fail("caller() called after its call block ended");
-  if (++calls_ > int(budget_.limits().max_depth)) {
-    throw TemplateError(ErrorKind::Limit, "template limit reached: macro calls nested deeper than " +
-                                              std::to_string(budget_.limits().max_depth));
-  }
-  struct Unwind {
-    int& n;
-    ~Unwind() { --n; }
-  } unwind{calls_};
+  const CallDepth depth(calls_, int(budget_.limits().max_depth));
   auto frame = std::make_shared<Frame>();
   frame->parent = std::move(parent);
   FrameScope scope(*this, frame);
