@@ -18,7 +18,7 @@
 #include <sstream>
 
 #include "model/llama_model.h"
-#include "tests/util/reference_llama.h"
+#include "tests/util/llamacpp_agreement.h"
 #include "tests/util/runners.h"
 
 namespace flashserve {
@@ -57,8 +57,6 @@ std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
   std::replace_if(name.begin(), name.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
   return name;
 }
-
-double gap(const json& top) { return top[0][1].get<double>() - top[1][1].get<double>(); }
 
 int32_t argmax(const float* row, int32_t n) { return int32_t(std::max_element(row, row + n) - row); }
 
@@ -109,17 +107,6 @@ class Requantized : public ::testing::TestWithParam<std::string> {
     }
   }
 
-  // Logits at every position of `tokens`, one prefill.
-  ForwardOutput score(const std::vector<int32_t>& tokens) const {
-    auto runner = test::cpu_runner(*model_, int32_t(tokens.size() + 15) / 16);
-    SequenceInput s;
-    s.token_ids = tokens;
-    s.block_table.resize(runner->num_kv_blocks());
-    std::iota(s.block_table.begin(), s.block_table.end(), 0);
-    s.logits = LogitRows::All;
-    return runner->forward(ForwardBatch{{s}});
-  }
-
   // Our greedy decode from `prompt`, token by token, stopped at the first token that differs from
   // `theirs`: how many of llama.cpp's greedy tokens we reproduce.
   size_t greedy_prefix(const std::vector<int32_t>& prompt, const std::vector<int32_t>& theirs) const {
@@ -166,53 +153,15 @@ TEST_P(Requantized, PromptsTokenizeLikeLlamaCpp) {
 // gguf package's decoders matched our logits to 1e-4 at each disagreement checked, on Q2_K,
 // Q2_K.pure, Q5_K_M and IQ4_XS.)
 TEST_P(Requantized, TopOneAgreesWithLlamaCppWhereDecisive) {
-  int decisive = 0, agree = 0, arbitrated = 0, agree_all = 0, total = 0, self_flips = 0;
-  double max_diff = 0, sum_diff = 0;
-  std::unique_ptr<test::ReferenceLlama> exact;
-  for (size_t pi = 0; pi < fixture_["prompts"].size(); ++pi) {
-    const json& p = fixture_["prompts"][pi];
-    auto tokens = p["prompt_ids"].get<std::vector<int32_t>>();
-    const auto generated = p["generated_ids"].get<std::vector<int32_t>>();
-    ASSERT_EQ(p["top_logits"].size(), generated.size());
-    const size_t first = tokens.size() - 1;
-    tokens.insert(tokens.end(), generated.begin(), generated.end() - 1);
-    const ForwardOutput out = score(tokens);
-    for (size_t i = 0; i < generated.size(); ++i) {
-      const float* row = out.row(0, int32_t(first + i));
-      const int32_t ours = argmax(row, out.vocab_size);
-      const json& top = p["top_logits"][i];
-      const int32_t theirs = top[0][0];
-      const double diff = std::abs(row[theirs] - top[0][1].get<double>());
-      max_diff = std::max(max_diff, diff);
-      sum_diff += diff;
-      ++total;
-      agree_all += ours == theirs;
-      self_flips += p["top_logits_incremental"][i][0][0] != theirs;
-      if (gap(top) <= kDecisiveGap) continue;
-      ++decisive;
-      if (ours == theirs) {
-        ++agree;
-        continue;
-      }
-      if (!exact) exact = std::make_unique<test::ReferenceLlama>(model_->file());
-      const std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + std::ptrdiff_t(first + i + 1));
-      const std::vector<double> ref = exact->logits(prefix).back();
-      const int32_t exact_top = int32_t(std::max_element(ref.begin(), ref.end()) - ref.begin());
-      std::printf("[ %s ] arbitrate prompt %zu, position %zu: llama.cpp picks %d (gap %.3f), we pick %d (our logits "
-                  "%.4f vs %.4f); exact f64 picks %d (%.4f vs %.4f)\n",
-                  v_.label.c_str(), pi, i, theirs, gap(top), ours, row[ours], row[theirs], exact_top, ref[ours],
-                  ref[theirs]);
-      EXPECT_EQ(ours, exact_top) << "[ " << v_.label << " ] we disagree with llama.cpp and with exact arithmetic";
-      arbitrated += ours == exact_top;
-    }
-  }
+  for (const json& p : fixture_["prompts"]) ASSERT_EQ(p["top_logits"].size(), p["generated_ids"].size());
+  const test::Top1Agreement a = test::top1_agreement(*model_, fixture_, kDecisiveGap, v_.label);
   std::printf("[ %s ] top-1 agrees at %d/%d decisive positions (gap > %.2f; %d more where exact f64 sides with us); "
-              "%d/%d overall\n", v_.label.c_str(), agree, decisive, kDecisiveGap, arbitrated, agree_all, total);
+              "%d/%d overall\n", v_.label.c_str(), a.agree, a.decisive, kDecisiveGap, a.arbitrated, a.agree_all, a.total);
   std::printf("[ %s ] |our logit - llama.cpp's| at its top-1: max %.4f, mean %.4f; llama.cpp's own top-1 differs "
               "between its batched and token-by-token passes at %d/%d positions\n",
-              v_.label.c_str(), max_diff, sum_diff / total, self_flips, total);
-  EXPECT_GE(decisive, total / 2) << "too few decisive positions for the check to mean anything";
-  EXPECT_LE(arbitrated, std::max(decisive / 50, self_flips))
+              v_.label.c_str(), a.max_diff, a.sum_diff / a.total, a.self_flips, a.total);
+  EXPECT_GE(a.decisive, a.total / 2) << "too few decisive positions for the check to mean anything";
+  EXPECT_LE(a.arbitrated, std::max(a.decisive / 50, a.self_flips))
       << "we disagree with llama.cpp at more decisive positions than 2% and than llama.cpp disagrees with itself";
 }
 

@@ -10,6 +10,7 @@
 
 #include "model/chat_template.h"
 #include "model/llama_model.h"
+#include "tests/util/llamacpp_agreement.h"
 #include "tests/util/reference_llama.h"
 #include "tests/util/runners.h"
 #include "tests/util/test_paths.h"
@@ -31,17 +32,6 @@ class SmolLM2 : public ::testing::Test {
     delete fixture_;
   }
 
-  // Logits at every position of `tokens`, one prefill.
-  static ForwardOutput score(const std::vector<int32_t>& tokens) {
-    auto cache = test::cpu_runner(*model_, int32_t(tokens.size() + 15) / 16);
-    SequenceInput s;
-    s.token_ids = tokens;
-    s.block_table.resize(cache->num_kv_blocks());
-    std::iota(s.block_table.begin(), s.block_table.end(), 0);
-    s.logits = LogitRows::All;
-    return cache->forward(ForwardBatch{{s}});
-  }
-
   static LlamaModel* model_;
   static json* fixture_;
 };
@@ -56,10 +46,6 @@ TEST_F(SmolLM2, PromptsTokenizeLikeLlamaCpp) {
   }
 }
 
-double gap(const json& top) { return top[0][1].get<double>() - top[1][1].get<double>(); }
-
-int32_t argmax(const float* row, int32_t n) { return int32_t(std::max_element(row, row + n) - row); }
-
 // Teacher-forced on llama.cpp's greedy continuation, our top-1 must equal llama.cpp's wherever its
 // top-1/top-2 gap exceeds 0.1. llama.cpp's own logits carry rounding (8-bit activations, f16 KV and
 // attention) worth ~0.1-0.5 on a logit -- it disagrees with itself that much between decoding token by
@@ -67,57 +53,21 @@ int32_t argmax(const float* row, int32_t n) { return int32_t(std::max_element(ro
 // stands only if exact arithmetic (the plain f64 forward pass on the same weights) sides with us, and
 // such arbitrated cases must stay rare.
 TEST_F(SmolLM2, TopOneAgreesWithLlamaCppWhereDecisive) {
-  int decisive = 0, agree = 0, arbitrated = 0, agree_all = 0, total = 0, llamacpp_self_flips = 0;
-  double max_diff = 0, sum_diff = 0;
-  std::unique_ptr<test::ReferenceLlama> exact;
-  for (size_t pi = 0; pi < (*fixture_)["prompts"].size(); ++pi) {
-    const json& p = (*fixture_)["prompts"][pi];
-    auto tokens = p["prompt_ids"].get<std::vector<int32_t>>();
-    const auto generated = p["generated_ids"].get<std::vector<int32_t>>();
-    ASSERT_EQ(generated.size(), 32u);
-    const size_t first = tokens.size() - 1;
-    tokens.insert(tokens.end(), generated.begin(), generated.end() - 1);
-    const ForwardOutput out = score(tokens);
-    for (size_t i = 0; i < generated.size(); ++i) {
-      const float* row = out.row(0, int32_t(first + i));
-      const int32_t ours = argmax(row, out.vocab_size);
-      const json& top = p["top_logits"][i];
-      const int32_t theirs = top[0][0];
-      const double diff = std::abs(row[theirs] - top[0][1].get<double>());
-      max_diff = std::max(max_diff, diff);
-      sum_diff += diff;
-      ++total;
-      agree_all += ours == theirs;
-      llamacpp_self_flips += p["top_logits_incremental"][i][0][0] != theirs;
-      if (gap(top) <= 0.1) continue;
-      ++decisive;
-      if (ours == theirs) {
-        ++agree;
-        continue;
-      }
-      if (!exact) exact = std::make_unique<test::ReferenceLlama>(model_->file());
-      const std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + first + i + 1);
-      const std::vector<double> ref = exact->logits(prefix).back();
-      const int32_t exact_top = int32_t(std::max_element(ref.begin(), ref.end()) - ref.begin());
-      std::printf("[ arbitrate ] prompt %zu, position %zu: llama.cpp picks %d (gap %.3f), we pick %d; exact f64 picks %d "
-                  "(logits %.4f vs %.4f)\n", pi, i, theirs, gap(top), ours, exact_top, ref[ours], ref[theirs]);
-      EXPECT_EQ(ours, exact_top) << "we disagree with llama.cpp and with exact arithmetic";
-      arbitrated += ours == exact_top;
-    }
-  }
+  for (const json& p : (*fixture_)["prompts"]) ASSERT_EQ(p["generated_ids"].size(), 32u);
+  const test::Top1Agreement a = test::top1_agreement(*model_, *fixture_, 0.1, "SmolLM2");
   std::printf("[ agreement ] top-1 equal to llama.cpp at %d/%d positions with gap > 0.1 (%d more where exact f64 "
-              "arithmetic sides with us); %d/%d overall\n", agree, decisive, arbitrated, agree_all, total);
+              "arithmetic sides with us); %d/%d overall\n", a.agree, a.decisive, a.arbitrated, a.agree_all, a.total);
   std::printf("[ agreement ] |our logit - llama.cpp's| for its top-1: max %.4f, mean %.4f; llama.cpp's own top-1 "
               "differs between its batched and token-by-token passes at %d/%d positions\n",
-              max_diff, sum_diff / total, llamacpp_self_flips, total);
-  EXPECT_GE(decisive, total * 3 / 4);  // the check must cover most positions to mean anything
-  EXPECT_LE(arbitrated * 50, decisive) << "more than 2% of decisive positions disagree with llama.cpp";
+              a.max_diff, a.sum_diff / a.total, a.self_flips, a.total);
+  EXPECT_GE(a.decisive, a.total * 3 / 4);  // the check must cover most positions to mean anything
+  EXPECT_LE(a.arbitrated * 50, a.decisive) << "more than 2% of decisive positions disagree with llama.cpp";
 }
 
 // Our logits on the real model against the plain f64 forward pass over the same quantized weights.
 TEST_F(SmolLM2, LogitsMatchF64Reference) {
   const auto tokens = (*fixture_)["prompts"][7]["prompt_ids"].get<std::vector<int32_t>>();
-  const ForwardOutput out = score(tokens);
+  const ForwardOutput out = test::score_all_positions(*model_, tokens);
   const auto ref = test::ReferenceLlama(model_->file()).logits(tokens);
   double worst = 0;
   for (size_t i = 0; i < tokens.size(); ++i) worst = std::max(worst, test::relative_error(out.row(0, int32_t(i)), ref[i]));
