@@ -119,7 +119,10 @@ TEST_F(OutputThread, BlockedConsumerDoesNotStallTheEngine) {
   // All 50 tokens are computed and the request's blocks freed while its first event is still
   // stuck in the consumer.
   const auto deadline = Clock::now() + 10s;
-  while (engine.stats().num_steps < 50 && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  // (The output thread may reach the consumer only after the engine is done: wait for both.)
+  while ((engine.stats().num_steps < 50 || events.load() == 0) && Clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
   EXPECT_GE(engine.stats().num_steps, 50) << "the engine waited for the consumer";
   EXPECT_TRUE(engine_idle(engine));
   EXPECT_EQ(events.load(), 1);
