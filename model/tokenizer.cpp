@@ -80,7 +80,7 @@ struct Tokenizer::Impl {
   bool byte_level = false;  // gpt2; otherwise SentencePiece-style llama
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> ids;
   std::unordered_map<uint64_t, PairMerge> merges;     // (left id << 32 | right id) -> rank, merged id
-  std::vector<int32_t> specials;                      // Control/UserDefined ids, longest text first
+  std::vector<int32_t> specials;                      // Control/UserDefined/Unknown ids, longest text first
   std::vector<bool> end_of_generation;
   std::array<int32_t, 256> byte_ids{};                // llama byte fallback (<0xNN>), -1 if absent
   std::optional<Pretokenizer> pre;
@@ -195,7 +195,8 @@ void Tokenizer::Impl::index_merges() {
 void Tokenizer::Impl::index_specials() {
   for (int32_t i = 0; i < static_cast<int32_t>(d.tokens.size()); ++i) {
     TokenType t = type(i);
-    if ((t == TokenType::Control || t == TokenType::UserDefined) && !d.tokens[i].empty()) specials.push_back(i);
+    const bool special = t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown;
+    if (special && !d.tokens[i].empty()) specials.push_back(i);
   }
   std::stable_sort(specials.begin(), specials.end(),
                    [&](int32_t a, int32_t b) { return d.tokens[a].size() > d.tokens[b].size(); });
@@ -206,8 +207,8 @@ void Tokenizer::Impl::index_specials() {
 std::vector<Fragment> Tokenizer::Impl::partition(std::string_view text, bool parse_special) const {
   std::vector<Fragment> fragments;
   if (!text.empty()) fragments.push_back({-1, text});
-  if (!parse_special) return fragments;
   for (int32_t id : specials) {
+    if (!parse_special && type(id) != TokenType::UserDefined) continue;
     const std::string& needle = d.tokens[id];
     if (text.find(needle) == std::string_view::npos) continue;
     std::vector<Fragment> next;

@@ -35,8 +35,9 @@ class Tokenizer {
   explicit Tokenizer(TokenizerData data);
   static TokenizerData data_from_gguf(const GgufFile& f);
 
-  // parse_special: text matching a Control/UserDefined token's string (e.g. "<|im_start|>") becomes
-  // that token instead of being split. add_special: BOS/EOS as the vocabulary asks (add_bos/add_eos).
+  // Text matching a UserDefined token's string (Gemma's runs of spaces and newlines) always becomes
+  // that token; with parse_special, so does a Control/Unknown token's (e.g. "<|im_start|>"), as in
+  // llama.cpp. add_special: BOS/EOS as the vocabulary asks (add_bos/add_eos).
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
   // Bytes of one token as it contributes to text (control tokens render as their text when
   // render_special, else as nothing). May be a partial UTF-8 sequence.

@@ -9,10 +9,12 @@
 //
 // Built by bench/llamacpp/build.sh against the libllama it builds:
 //   dump_logits --model M.gguf --prompts P.json --out O.json [--n-predict 32] [--top-k 5]
-//               [--threads 2] [--model-sha256 HEX] [--verbose]
+//               [--threads 2] [--model-sha256 HEX] [--verbose] [--tokenize-only]
 // P.json: {"prompts": [...]} or a bare array; each item is {"text": "...", "add_special": bool}
 // (add_special: let the tokenizer add BOS/EOS as the model asks; default false, as in
 // gen_llamacpp_fixture.py, since rendered chat templates carry their own BOS) or {"ids": [...]}.
+// --tokenize-only: no logits, only llama.cpp's token ids of each text ({"tokenized": [{"text",
+// "add_special", "parse_special", "ids"}]}; parse_special defaults to true), from the vocabulary alone.
 // The context mirrors gen_llamacpp_fixture.py's: flash attention off, F16 KV cache, logits of every
 // evaluated position requested, one physical batch for the whole sequence.
 #include <algorithm>
@@ -39,12 +41,13 @@ struct Options {
   int top_k = 5;
   int threads = 2;
   bool verbose = false;
+  bool tokenize_only = false;
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "dump_logits: %s\nusage: dump_logits --model M.gguf --prompts P.json --out O.json "
-               "[--n-predict 32] [--top-k 5] [--threads 2] [--model-sha256 HEX] [--verbose]\n",
+               "[--n-predict 32] [--top-k 5] [--threads 2] [--model-sha256 HEX] [--verbose] [--tokenize-only]\n",
                why);
   std::exit(2);
 }
@@ -65,6 +68,7 @@ Options parse_args(int argc, char** argv) {
     else if (a == "--top-k") o.top_k = std::atoi(value().c_str());
     else if (a == "--threads") o.threads = std::atoi(value().c_str());
     else if (a == "--verbose") o.verbose = true;
+    else if (a == "--tokenize-only") o.tokenize_only = true;
     else usage(("unknown argument " + a).c_str());
   }
   if (o.model.empty() || o.prompts.empty() || o.out.empty()) usage("--model, --prompts and --out are required");
@@ -79,13 +83,15 @@ void quiet_log(ggml_log_level level, const char* text, void* verbose) {
   }
 }
 
-std::vector<llama_token> tokenize(const llama_vocab* vocab, const std::string& text, bool add_special) {
+std::vector<llama_token> tokenize(const llama_vocab* vocab, const std::string& text, bool add_special,
+                                  bool parse_special = true) {
   std::vector<llama_token> ids(text.size() + 8);
   int32_t n = llama_tokenize(vocab, text.data(), int32_t(text.size()), ids.data(), int32_t(ids.size()), add_special,
-                             /*parse_special=*/true);
+                             parse_special);
   if (n < 0) {
     ids.resize(size_t(-n));
-    n = llama_tokenize(vocab, text.data(), int32_t(text.size()), ids.data(), int32_t(ids.size()), add_special, true);
+    n = llama_tokenize(vocab, text.data(), int32_t(text.size()), ids.data(), int32_t(ids.size()), add_special,
+                       parse_special);
   }
   if (n < 0) throw std::runtime_error("llama_tokenize failed on: " + text);
   ids.resize(size_t(n));
@@ -180,11 +186,44 @@ json run_prompt(llama_context* ctx, const llama_vocab* vocab, const json& prompt
   return result;
 }
 
+void write_json(const json& out, const std::string& path) {
+  std::ofstream f(path);
+  f << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
+  if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+int tokenize_only(const Options& o, const json& texts) {
+  llama_backend_init();
+  llama_model_params mp = llama_model_default_params();
+  mp.vocab_only = true;
+  llama_model* model = llama_model_load_from_file(o.model.c_str(), mp);
+  if (!model) throw std::runtime_error("llama.cpp could not load " + o.model);
+  const llama_vocab* vocab = llama_model_get_vocab(model);
+  json out;
+  out["generator"] = "llama.cpp from llama-cpp-python 0.3.36 (sdist), bench/llamacpp/dump_logits.cpp --tokenize-only";
+  out["model"] = o.model;
+  if (!o.model_sha256.empty()) out["model_sha256"] = o.model_sha256;
+  out["tokenized"] = json::array();
+  for (json t : texts) {
+    const bool add_special = t.value("add_special", false), parse_special = t.value("parse_special", true);
+    t["add_special"] = add_special;
+    t["parse_special"] = parse_special;
+    t["ids"] = tokenize(vocab, t.at("text").get<std::string>(), add_special, parse_special);
+    out["tokenized"].push_back(std::move(t));
+  }
+  llama_model_free(model);
+  llama_backend_free();
+  write_json(out, o.out);
+  std::fprintf(stderr, "dump_logits: wrote %s (%zu texts tokenized)\n", o.out.c_str(), out["tokenized"].size());
+  return 0;
+}
+
 int run(const Options& o) {
   std::ifstream in(o.prompts);
   if (!in) throw std::runtime_error("cannot open " + o.prompts);
   json prompts = json::parse(in);
   if (prompts.is_object()) prompts = prompts.at("prompts");
+  if (o.tokenize_only) return tokenize_only(o, prompts);
 
   size_t longest = 0;
   for (const json& p : prompts) {
@@ -229,9 +268,7 @@ int run(const Options& o) {
   llama_model_free(model);
   llama_backend_free();
 
-  std::ofstream f(o.out);
-  f << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
-  if (!f) throw std::runtime_error("cannot write " + o.out);
+  write_json(out, o.out);
   std::fprintf(stderr, "dump_logits: wrote %s (%zu prompts)\n", o.out.c_str(), out["prompts"].size());
   return 0;
 }

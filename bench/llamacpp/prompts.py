@@ -7,6 +7,11 @@
       add_generation_prompt), then its raw prompts. Chat prompts are tokenized without added
       specials (the template carries its own BOS); raw ones with them (BOS when the model asks).
       A model without a chat template gets the raw prompts only.
+  prompts.py texts MODEL.gguf OUT.json
+      dump_logits --tokenize-only's input: a multilingual sample (the hand-written texts of
+      tests/fixtures/smollm2_tokens.json without ChatML markers, and a few paragraphs in other
+      scripts), each with and without the model's added specials, then MODEL's own control tokens
+      inside text, parsed as specials and not.
   prompts.py types MODEL.gguf...
       each file's tensor types: per tensor role (blk.N. stripped), the count of each type.
 """
@@ -19,7 +24,24 @@ import sys
 import gguf
 import jinja2
 
-FIXTURE_SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts/gen_llamacpp_fixture.py"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FIXTURE_SCRIPT = ROOT / "scripts/gen_llamacpp_fixture.py"
+TOKEN_FIXTURE = ROOT / "tests/fixtures/smollm2_tokens.json"
+
+PARAGRAPHS = [
+    "Der schnelle braune Fuchs springt über den faulen Hund. Größere Übungen folgen später.",
+    "El veloz murciélago hindú comía feliz cardillo y kiwi; ¿qué más quería?",
+    "Съешь же ещё этих мягких французских булок, да выпей чаю.",
+    "我能吞下玻璃而不伤身体。今天天气很好，我们去公园散步吧。",
+    "いろはにほへと ちりぬるを わかよたれそ つねならむ。東京都は日本の首都です。",
+    "다람쥐 헌 쳇바퀴에 타고파. 오늘은 날씨가 맑습니다.",
+    "نص حكيم له سر قاطع وذو شأن عظيم مكتوب على ثوب أخضر ومغلف بجلد أزرق.",
+    "ऋषियों को सताने वाले दुष्ट राक्षसों के राजा रावण का सर्वनाश करने वाले विष्णुवतार भगवान श्रीराम।",
+    "Τάχιστη αλώπηξ βαφής ψημένη γη, δρασκελίζει υπέρ νωθρού κυνός.",
+    "Pchnąć w tę łódź jeża lub ośm skrzyń fig. Žluťoučký kůň úpěl ďábelské ódy.",
+    "עטלף אבק נס דרך מזגן שהתפוצץ כי חם. Tiếng Việt có dấu: Trăm năm trong cõi người ta.",
+    "สวัสดีครับ ยินดีที่ได้รู้จัก 🙂 Emoji mix: 🎉🔥✨ and math ∑∫√∞ ≠ ≤ ≥.",
+]
 
 
 def fixture_prompts() -> tuple:
@@ -58,6 +80,23 @@ def write_prompts(model: str, out: str, raw_only: bool) -> None:
     pathlib.Path(out).write_text(json.dumps({"prompts": prompts}, indent=1, ensure_ascii=False) + "\n")
 
 
+def write_texts(model: str, out: str) -> None:
+    reader = gguf.GGUFReader(model)
+    tokens = field(reader, "tokenizer.ggml.tokens")
+    cases = json.loads(TOKEN_FIXTURE.read_text())["cases"]
+    sample = [c["text"] for c in cases if "<|" not in c["text"] and "<repo_name>" not in c["text"]]
+    sample += PARAGRAPHS
+    texts = [{"text": t, "add_special": add, "parse_special": False} for t in sample for add in (False, True)]
+    vocab = set(tokens)
+    specials = [tokens[field(reader, f"tokenizer.ggml.{n}_token_id")] for n in ("bos", "eos")
+                if field(reader, f"tokenizer.ggml.{n}_token_id") is not None]
+    specials += [t for t in ("<start_of_turn>", "<end_of_turn>", "<|im_start|>", "<|im_end|>") if t in vocab]
+    for sp in specials:
+        for text in (sp, f"{sp}user\nHallo, wie geht's?{sp}\n", f"text{sp}more", f" {sp} 世界"):
+            texts += [{"text": text, "add_special": False, "parse_special": parse} for parse in (True, False)]
+    pathlib.Path(out).write_text(json.dumps({"prompts": texts}, indent=1, ensure_ascii=False) + "\n")
+
+
 def print_types(models: list) -> None:
     for model in models:
         reader = gguf.GGUFReader(model)
@@ -79,6 +118,8 @@ def print_types(models: list) -> None:
 def main() -> None:
     if len(sys.argv) >= 4 and sys.argv[1] == "prompts":
         write_prompts(sys.argv[2], sys.argv[3], "--raw-only" in sys.argv[4:])
+    elif len(sys.argv) == 4 and sys.argv[1] == "texts":
+        write_texts(sys.argv[2], sys.argv[3])
     elif len(sys.argv) >= 3 and sys.argv[1] == "types":
         print_types(sys.argv[2:])
     else:

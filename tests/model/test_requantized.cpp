@@ -2,6 +2,8 @@
 // llama.cpp on the same files. The files and llama.cpp's logits (<name>.llamacpp.json, the shape of
 // tests/fixtures/smollm2_llamacpp.json) are made by bench/llamacpp/build.sh + requantize.sh into
 // .cache/models/requant/ ($FLASHSERVE_REQUANT_DIR overrides); each file absent is skipped.
+// Gemma 3 270M Q4_K_M (fetched by requantize.sh) runs the same checks on its raw prompts. A
+// multilingual text sample tokenized by llama.cpp (<vocabulary>.tokens.json) checks each tokenizer.
 // One test per file: `test_requantized --gtest_filter='*Q4_K_M*'`.
 #include <gtest/gtest.h>
 
@@ -37,19 +39,26 @@ fs::path requant_dir() {
   return fs::path(FLASHSERVE_DEFAULT_MODEL).parent_path() / "requant";
 }
 
-// The label is the part of "SmolLM2-135M-Instruct.<label>.gguf" that names the quantization.
+constexpr const char* kGemma = "gemma-3-270m-Q4_K_M";
+
+// The label is the part of "SmolLM2-135M-Instruct.<label>.gguf" that names the quantization, or
+// kGemma.
 struct Variant {
   std::string label;
   fs::path gguf;
   fs::path json;
+  fs::path tokens;  // llama.cpp's ids for the text sample, one file per vocabulary
 };
 
 Variant variant(const std::string& label) {
   const fs::path dir = requant_dir();
+  if (label == kGemma) {
+    return {label, dir.parent_path() / (label + ".gguf"), dir / (label + ".llamacpp.json"), dir / (label + ".tokens.json")};
+  }
   const std::string stem = "SmolLM2-135M-Instruct." + label;
   // The original Q4_1 file is the baseline: the same checks as test_smollm2 at this test's gap.
   const fs::path gguf = label == "Q4_1" ? fs::path(FLASHSERVE_DEFAULT_MODEL) : dir / (stem + ".gguf");
-  return {label, gguf, dir / (stem + ".llamacpp.json")};
+  return {label, gguf, dir / (stem + ".llamacpp.json"), dir / "SmolLM2-135M-Instruct.Q4_1.tokens.json"};
 }
 
 std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
@@ -139,7 +148,28 @@ TEST_P(Requantized, PromptsTokenizeLikeLlamaCpp) {
     EXPECT_EQ(ids, p["prompt_ids"].get<std::vector<int32_t>>()) << p["text"];
     ++checked;
   }
-  EXPECT_GE(checked, 8);
+  EXPECT_GE(checked, 5);
+}
+
+// Every text of the multilingual sample, with and without added specials, and the model's control
+// tokens inside text, parsed and not.
+TEST_P(Requantized, TextSampleTokenizesLikeLlamaCpp) {
+  if (!fs::exists(v_.tokens)) GTEST_SKIP() << v_.tokens << " is absent: run bench/llamacpp/requantize.sh";
+  std::ifstream in(v_.tokens);
+  const json sample = json::parse(in)["tokenized"];
+  int equal = 0;
+  for (const json& t : sample) {
+    const std::string text = t["text"];
+    const auto ids = model_->tokenizer().encode(text, t["add_special"], t["parse_special"]);
+    const bool same = ids == t["ids"].get<std::vector<int32_t>>();
+    EXPECT_TRUE(same) << ::testing::PrintToString(text) << " add_special=" << t["add_special"]
+                      << " parse_special=" << t["parse_special"] << "\n  ours:      " << ::testing::PrintToString(ids)
+                      << "\n  llama.cpp: " << t["ids"].dump();
+    equal += same;
+  }
+  std::printf("[ %s ] tokenization: %d/%zu texts of the sample identical to llama.cpp's\n", v_.label.c_str(), equal,
+              sample.size());
+  EXPECT_GE(sample.size(), 200u);
 }
 
 // Teacher-forced on llama.cpp's greedy continuation, our top-1 must equal llama.cpp's wherever its
@@ -186,7 +216,7 @@ TEST_P(Requantized, GreedyContinuationPrefix) {
 
 INSTANTIATE_TEST_SUITE_P(SmolLM2, Requantized,
                          ::testing::Values("Q4_1", "Q4_K_M", "Q5_K_M", "Q6_K", "Q2_K", "Q2_K.pure", "IQ4_XS", "Q8_0", "Q5_0",
-                                           "Q4_K_M.f16-output"),
+                                           "Q4_K_M.f16-output", kGemma),
                          test_name);
 
 }  // namespace

@@ -99,13 +99,15 @@ TEST(Gpt2Tokenizer, BytesWithoutCharacterTokenAreDropped) {
   EXPECT_EQ(Tokenizer(d).encode("a\xFF", false, false), (Ids{'a'}));
 }
 
+// Control tokens are cut out of text only when asked; user-defined ones always (llama.cpp's rule,
+// which Gemma's whitespace-run tokens rely on).
 TEST(Gpt2Tokenizer, SpecialTokensOnlyWhenParsed) {
   Tokenizer tok(tiny_gpt2());
   std::string text = "<|im_start|>hello<|im_end|><tool>";
   EXPECT_EQ(tok.encode(text, false, true), (Ids{kImStart, kHello, kImEnd, kTool}));
   Ids plain = tok.encode(text, false, false);
   EXPECT_EQ(std::count(plain.begin(), plain.end(), kImStart), 0);
-  EXPECT_EQ(std::count(plain.begin(), plain.end(), kTool), 0);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), kTool), 1);
   EXPECT_EQ(tok.decode(plain), text);
   EXPECT_EQ(tok.decode({kImStart, kHello, kImEnd, kTool}, true), text);
   // Control tokens vanish unless rendered; user-defined ones are ordinary text.
