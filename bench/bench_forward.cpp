@@ -29,7 +29,7 @@ void BM_Prefill(benchmark::State& state) {
   RunnerOptions o;
   o.block_size = kBlockSize;
   auto cache = real_runner("cpu", n / kBlockSize + 1, o);
-  const SequenceInput seq{0, some_tokens(n), block_range(0, n / kBlockSize + 1), LogitRows::Last};
+  const SequenceInput seq{0, some_tokens(n), {block_range(0, n / kBlockSize + 1)}, LogitRows::Last};
   for (auto _ : state) benchmark::DoNotOptimize(cache->forward(ForwardBatch{{seq}}));
   state.SetItemsProcessed(state.iterations() * n);  // items = prompt tokens
 }
@@ -44,9 +44,9 @@ void BM_Decode(benchmark::State& state) {
   auto cache = real_runner("cpu", batch * blocks_per_seq, o);
   ForwardBatch step;
   for (int32_t s = 0; s < batch; ++s) {
-    SequenceInput prefill{0, some_tokens(context), block_range(s * blocks_per_seq, blocks_per_seq), LogitRows::None};
+    SequenceInput prefill{0, some_tokens(context), {block_range(s * blocks_per_seq, blocks_per_seq)}, LogitRows::None};
     cache->forward(ForwardBatch{{prefill}});
-    step.seqs.push_back({context, {42}, prefill.block_table, LogitRows::Last});
+    step.seqs.push_back({context, {42}, prefill.block_tables, LogitRows::Last});
   }
   for (auto _ : state) benchmark::DoNotOptimize(cache->forward(step));
   state.SetItemsProcessed(state.iterations() * batch);  // items = generated tokens

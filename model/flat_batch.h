@@ -14,20 +14,22 @@ struct SeqSpan {
   int32_t query_start;
   int32_t num_queries;
   int32_t context_len;  // positions 0 .. context_len-1, the new ones included
-  const int32_t* block_table;
+  const std::vector<int32_t>* block_tables;  // [KV group]
 };
 
 struct FlatBatch {
   std::vector<int32_t> token_ids;     // [num_tokens]
   std::vector<int32_t> positions;     // [num_tokens]
-  std::vector<int32_t> slot_mapping;  // [num_tokens]: where each token's K/V goes
+  std::vector<int32_t> slot_mapping;  // [KV group][num_tokens]: where each token's K/V goes
   std::vector<SeqSpan> seqs;
   std::vector<int32_t> logit_rows;    // token rows to compute logits for
 };
 
-// Fills out.vocab_size, first_row and num_rows too. Throws std::invalid_argument for a malformed
-// batch (empty, token out of vocab, block table too short, block out of range, beyond the context).
+// Fills out.vocab_size, first_row and num_rows too. `windows` has one entry per KV group (0: full
+// attention). Throws std::invalid_argument for a malformed batch (empty, token out of vocab, wrong
+// number of block tables, one too short, a block out of range or missing where a query can see it,
+// beyond the context).
 FlatBatch flatten(const ForwardBatch& batch, const ModelConfig& cfg, int32_t block_size, int32_t num_blocks,
-                  ForwardOutput& out);
+                  const std::vector<int32_t>& windows, ForwardOutput& out);
 
 }  // namespace flashserve

@@ -33,7 +33,10 @@ struct SampledToken {
 struct SequenceInput {
   int32_t num_computed_tokens = 0;  // tokens of this sequence already in the KV cache
   std::vector<int32_t> token_ids;   // new tokens; at positions num_computed_tokens, +1, ...
-  std::vector<int32_t> block_table; // KV blocks for positions 0 .. num_computed_tokens + new - 1
+  // Per KV group (model/kv_groups.h; one for most models): the blocks for positions 0 ..
+  // num_computed_tokens + new - 1. A sliding-window group's blocks that no new token can see may
+  // be -1 (returned to the pool).
+  std::vector<std::vector<int32_t>> block_tables;
   LogitRows logits = LogitRows::Last;
   int32_t sample = -1;  // index into ForwardBatch::samples (with LogitRows::Last only), or -1
 };

@@ -65,12 +65,14 @@ void LlamaRunner::State::enqueue_layer(int32_t li, const StepShape& shape, const
   const BackendLayer& l = layers[li];
   const int64_t T = shape.tokens;
   const int32_t* in = inputs.get<int32_t>();
-  const kernels::KvCacheView kv{k_cache[li].get(), v_cache[li].get(), opt.kv_type,
+  const int32_t group = groups.group_of_layer[li], place = groups.slot_of_layer[li];
+  const kernels::KvCacheView kv{k_cache[place].get(), v_cache[place].get(), opt.kv_type,
                                 {opt.block_size, cfg.num_kv_heads, cfg.head_dim}};
-  // Gemma 3's local layers: a sliding window, their own RoPE base, no RoPE scaling.
-  const bool local = cfg.is_local_layer(li);
-  const kernels::RopeParams rope{cfg.rope_dim, local ? cfg.rope_theta_local : cfg.rope_theta,
-                                 local ? 1.0f : cfg.rope_freq_scale, rope_freq_factors, cfg.rope_neox};
+  // Gemma 3's local layers: their own RoPE base, no RoPE scaling (and a sliding window, in the
+  // layer's KV group).
+  const bool local_rope = cfg.is_local_layer(li) && cfg.rope_theta_local > 0;
+  const kernels::RopeParams rope{cfg.rope_dim, local_rope ? cfg.rope_theta_local : cfg.rope_theta,
+                                 local_rope ? 1.0f : cfg.rope_freq_scale, rope_freq_factors, cfg.rope_neox};
   const float scale = 1.0f / std::sqrt(float(cfg.head_dim));
 
   // The previous layer's FFN output (in tmp) joins the residual stream as this layer's norm reads it.
@@ -93,10 +95,10 @@ void LlamaRunner::State::enqueue_layer(int32_t li, const StepShape& shape, const
   }
   be->rope(q.get<float>(), in + at.positions, T, cfg.num_heads, cfg.head_dim, rope);
   be->rope(k.get<float>(), in + at.positions, T, cfg.num_kv_heads, cfg.head_dim, rope);
-  be->kv_write(kv, k.get<float>(), v.get<float>(), in + at.slots, T);
-  const kernels::AttentionBatch batch{in + at.query_start, in + at.context_lens,   in + at.block_tables,
-                                      shape.seqs,          table_stride,            shape.max_num_queries,
-                                      shape.max_context_len, local ? cfg.sliding_window : 0};
+  be->kv_write(kv, k.get<float>(), v.get<float>(), in + at.slots_of(group), T);
+  const kernels::AttentionBatch batch{in + at.query_start,   in + at.context_lens, in + at.tables_of(group),
+                                      shape.seqs,            table_stride,         shape.max_num_queries,
+                                      shape.max_context_len, groups.windows[group]};
   be->attention(q.get<float>(), kv, batch, cfg.num_heads, scale, attn.get<float>());
   linear(attn.get<float>(), T, l.wo, tmp.get<float>());
   if (l.post_attn_norm) be->rmsnorm(tmp.get<float>(), l.post_attn_norm, tmp.get<float>(), T, cfg.dim, cfg.rms_eps);
@@ -113,7 +115,7 @@ void LlamaRunner::State::enqueue_layer(int32_t li, const StepShape& shape, const
 // The whole step, inputs already in `inputs`. Launches only -- no allocation, and no host sync for
 // a dense model -- so the same call records a decode step.
 void LlamaRunner::State::enqueue(const StepShape& shape) {
-  const InputLayout at(shape.tokens, shape.logit_rows, shape.seqs, table_stride);
+  const InputLayout at(shape.tokens, shape.logit_rows, shape.seqs, table_stride, groups.num_groups());
   const int32_t* in = inputs.get<int32_t>();
   be->get_rows(token_embd.data, token_embd.type, cfg.dim, in + at.token_ids, shape.tokens, x.get<float>());
   if (cfg.embed_scale != 1.0f) be->scale(x.get<float>(), cfg.embed_scale, int64_t(shape.tokens) * cfg.dim);

@@ -38,7 +38,8 @@ LlamaRunner::State::State(const LlamaModel& m, std::unique_ptr<kernels::Backend>
       cfg(m.config()),
       opt(config),
       be(std::move(backend)),
-      table_stride((cfg.context_len + config.block_size - 1) / config.block_size) {
+      table_stride((cfg.context_len + config.block_size - 1) / config.block_size),
+      groups(kv_groups(cfg)) {
   if (opt.block_size <= 0 || opt.max_num_seqs <= 0 || opt.max_num_batched_tokens <= 0) {
     throw std::invalid_argument("block size, max_num_seqs and max_num_batched_tokens must be positive");
   }
@@ -150,7 +151,7 @@ void LlamaRunner::State::allocate_step_buffers(int32_t rows) {
   up = {b, n * cfg.ffn_dim * f};
   last = {b, n * cfg.dim * f};
   logits = {b, n * cfg.vocab_size * f};
-  const InputLayout most(rows, rows, rows, table_stride);
+  const InputLayout most(rows, rows, rows, table_stride, groups.num_groups());
   inputs = {b, size_t(most.total) * sizeof(int32_t)};
   staging.assign(size_t(most.total), 0);
   if (cfg.is_moe()) {
@@ -178,7 +179,7 @@ void LlamaRunner::State::allocate_kv_pool(int32_t blocks) {
   if (blocks < 1) throw std::runtime_error("the KV cache budget holds no block");
   num_blocks = blocks;
   const size_t bytes = size_t(blocks) * opt.block_size * cfg.num_kv_heads * cfg.head_dim * kv_elem_bytes(opt.kv_type);
-  for (int32_t l = 0; l < cfg.num_layers; ++l) {
+  for (int32_t l = 0; l < groups.layers_per_group; ++l) {
     k_cache.emplace_back(*be, bytes);
     v_cache.emplace_back(*be, bytes);
   }
@@ -195,7 +196,11 @@ void LlamaRunner::State::stage(const FlatBatch& fb, const InputLayout& at) {
   int32_t* p = staging.data();
   std::copy(fb.token_ids.begin(), fb.token_ids.end(), p + at.token_ids);
   std::copy(fb.positions.begin(), fb.positions.end(), p + at.positions);
-  std::copy(fb.slot_mapping.begin(), fb.slot_mapping.end(), p + at.slots);
+  const size_t tokens = fb.token_ids.size();
+  for (int32_t g = 0; g < groups.num_groups(); ++g) {
+    const auto slots = fb.slot_mapping.begin() + ptrdiff_t(g * tokens);
+    std::copy(slots, slots + ptrdiff_t(tokens), p + at.slots_of(g));
+  }
   std::copy(fb.logit_rows.begin(), fb.logit_rows.end(), p + at.logit_rows);
   const int64_t seqs = int64_t(fb.seqs.size());
   std::fill(p + at.block_tables, p + at.total, 0);
@@ -204,7 +209,10 @@ void LlamaRunner::State::stage(const FlatBatch& fb, const InputLayout& at) {
     p[at.query_start + s] = a.query_start;
     p[at.context_lens + s] = a.context_len;
     const int32_t used = (a.context_len + opt.block_size - 1) / opt.block_size;
-    std::copy(a.block_table, a.block_table + used, p + at.block_tables + s * table_stride);
+    for (int32_t g = 0; g < groups.num_groups(); ++g) {
+      const int32_t* table = a.block_tables[g].data();
+      std::copy(table, table + used, p + at.tables_of(g) + s * table_stride);
+    }
   }
   p[at.query_start + seqs] = int32_t(fb.token_ids.size());
 }
@@ -217,7 +225,7 @@ void LlamaRunner::State::stage_padded_decode(const FlatBatch& fb, int32_t bucket
   for (int32_t r = int32_t(fb.token_ids.size()); r < bucket; ++r) {
     p[at.token_ids + r] = 0;
     p[at.positions + r] = 0;
-    p[at.slots + r] = -1;
+    for (int32_t g = 0; g < groups.num_groups(); ++g) p[at.slots_of(g) + r] = -1;
     p[at.logit_rows + r] = r;
     p[at.query_start + r] = r;
     p[at.context_lens + r] = 0;
@@ -285,10 +293,12 @@ int32_t LlamaRunner::vocab_size() const { return s_->cfg.vocab_size; }
 int32_t LlamaRunner::context_len() const { return s_->cfg.context_len; }
 int32_t LlamaRunner::num_kv_blocks() const { return s_->num_blocks; }
 int32_t LlamaRunner::block_size() const { return s_->opt.block_size; }
+std::vector<int32_t> LlamaRunner::kv_group_windows() const { return s_->groups.windows; }
 const kernels::Backend& LlamaRunner::backend() const { return *s_->be; }
 
 size_t LlamaRunner::kv_block_bytes(const ModelConfig& cfg, int32_t block_size, kernels::DType kv_type) {
-  return 2 * kv_elem_bytes(kv_type) * size_t(block_size) * cfg.num_kv_heads * cfg.head_dim * size_t(cfg.num_layers);
+  const size_t layers = size_t(kv_groups(cfg).layers_per_group);
+  return 2 * kv_elem_bytes(kv_type) * size_t(block_size) * cfg.num_kv_heads * cfg.head_dim * layers;
 }
 
 // Sampling sequences must ask for their last row only, and point at a step that exists.
@@ -307,7 +317,7 @@ ForwardOutput LlamaRunner::forward(const ForwardBatch& batch) {
   State& s = *s_;
   ForwardOutput out;
   check_sampling(batch);
-  const FlatBatch fb = flatten(batch, s.cfg, s.opt.block_size, s.num_blocks, out);
+  const FlatBatch fb = flatten(batch, s.cfg, s.opt.block_size, s.num_blocks, s.groups.windows, out);
   const int32_t tokens = int32_t(fb.token_ids.size()), seqs = int32_t(fb.seqs.size());
   const int32_t rows = int32_t(fb.logit_rows.size());
   const bool decode = tokens == seqs;
@@ -317,7 +327,7 @@ ForwardOutput LlamaRunner::forward(const ForwardBatch& batch) {
     if (bucket > s.capacity) s.allocate_step_buffers(bucket);
     // Attention's bounds are the model's limits, not this step's, so one recording serves every step.
     const StepShape shape{bucket, bucket, bucket, 1, s.cfg.context_len};
-    const InputLayout at(bucket, bucket, bucket, s.table_stride);
+    const InputLayout at(bucket, bucket, bucket, s.table_stride, s.groups.num_groups());
     s.stage_padded_decode(fb, bucket, at);
     s.be->copy_in(s.inputs.get(), s.staging.data(), size_t(at.total) * sizeof(int32_t));
     s.run_recorded(shape);
@@ -329,7 +339,7 @@ ForwardOutput LlamaRunner::forward(const ForwardBatch& batch) {
       max_context = std::max(max_context, a.context_len);
     }
     const StepShape shape{tokens, rows, seqs, max_queries, max_context};
-    const InputLayout at(tokens, rows, seqs, s.table_stride);
+    const InputLayout at(tokens, rows, seqs, s.table_stride, s.groups.num_groups());
     s.stage(fb, at);
     s.be->copy_in(s.inputs.get(), s.staging.data(), size_t(at.total) * sizeof(int32_t));
     s.enqueue(shape);

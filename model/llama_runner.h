@@ -38,10 +38,12 @@ class LlamaRunner : public ModelRunner {
   int32_t context_len() const override;
   int32_t num_kv_blocks() const override;
   int32_t block_size() const override;
+  std::vector<int32_t> kv_group_windows() const override;
   ForwardOutput forward(const ForwardBatch& batch) override;
   const kernels::Backend& backend() const;
 
-  // Bytes of one KV block of this model across all layers, K and V.
+  // Bytes of one KV block of this model: K and V of the layers of one KV group (all layers unless
+  // the model has sliding-window layers; model/kv_groups.h).
   static size_t kv_block_bytes(const ModelConfig& cfg, int32_t block_size, kernels::DType kv_type);
 
   struct State;

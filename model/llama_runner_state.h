@@ -6,6 +6,7 @@
 #include <vector>
 #include "kernels/backend.h"
 #include "model/flat_batch.h"
+#include "model/kv_groups.h"
 #include "model/llama_runner.h"
 
 namespace flashserve {
@@ -38,17 +39,23 @@ struct BackendLayer {
 };
 
 // Where one step's inputs sit in the packed int32 array. It depends only on the step's shape, so a
-// recorded decode step for a bucket always reads its inputs from the same addresses.
+// recorded decode step for a bucket always reads its inputs from the same addresses. Slots and
+// block tables come once per KV group.
 struct InputLayout {
-  InputLayout(int64_t tokens, int64_t num_logit_rows, int64_t seqs, int64_t table_stride)
+  InputLayout(int64_t tokens, int64_t num_logit_rows, int64_t seqs, int64_t table_stride, int64_t groups)
       : positions(tokens),
         slots(2 * tokens),
-        logit_rows(3 * tokens),
-        query_start(num_logit_rows + 3 * tokens),
+        logit_rows((2 + groups) * tokens),
+        query_start(logit_rows + num_logit_rows),
         context_lens(query_start + seqs + 1),
         block_tables(context_lens + seqs),
-        total(block_tables + seqs * table_stride) {}
+        total(block_tables + groups * seqs * table_stride),
+        slots_per_group(tokens),
+        tables_per_group(seqs * table_stride) {}
   int64_t token_ids = 0, positions, slots, logit_rows, query_start, context_lens, block_tables, total;
+  int64_t slots_per_group, tables_per_group;
+  int64_t slots_of(int32_t group) const { return slots + group * slots_per_group; }
+  int64_t tables_of(int32_t group) const { return block_tables + group * tables_per_group; }
 };
 
 // What one enqueue of the forward pass computes.
@@ -82,6 +89,7 @@ struct LlamaRunner::State {
   const RunnerConfig opt;
   std::unique_ptr<kernels::Backend> be;
   const int32_t table_stride;  // block-table row length: enough blocks for the whole context window
+  const KvGroups groups;
 
   BackendMatrix token_embd, output;
   const float* output_norm = nullptr;
@@ -99,7 +107,7 @@ struct LlamaRunner::State {
   std::vector<int32_t> host_offsets, host_sorted, host_tokens;
 
   int32_t num_blocks = 0;
-  std::vector<kernels::Buffer> k_cache, v_cache;  // [layer]
+  std::vector<kernels::Buffer> k_cache, v_cache;  // [place in a KV group]: a block holds one row of each
 
   kernels::Buffer sampling_rows, sampling_adjusts, sampled_tokens;  // grown as batches need
   std::vector<kernels::SamplingRow> host_rows;

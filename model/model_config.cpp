@@ -171,6 +171,7 @@ ModelConfig read_model_config(const GgufFile& f) {
   c.vocab_size = read_vocab_size(f, k);
   read_experts(k, c);
   if (c.arch == "gemma3") read_gemma3(k, c);
+  if (c.arch == "llama" && k.has("attention.sliding_window")) c.sliding_window = k.positive_int("attention.sliding_window");
   return c;
 }
 

@@ -28,6 +28,8 @@ struct ModelConfig {
   // Gemma 3: embeddings times embed_scale, GeGLU instead of SwiGLU, and sliding-window layers: every
   // layer but each swa_period-th attends to its last sliding_window positions, with RoPE base
   // rope_theta_local and no RoPE scaling. Post-attention and post-FFN norms come with the tensors.
+  // A Llama-architecture file that sets attention.sliding_window (Mistral 7B v0.1) has every layer
+  // local (swa_period 0), with the model's own RoPE (rope_theta_local 0).
   float embed_scale = 1.0f;
   bool geglu = false;
   int32_t sliding_window = 0;    // 0: every layer global
@@ -37,7 +39,9 @@ struct ModelConfig {
   int32_t num_experts_used = 0;  // expert_used_count: experts each token is routed to
 
   bool is_moe() const { return num_experts > 0; }
-  bool is_local_layer(int32_t layer) const { return sliding_window > 0 && (layer + 1) % swa_period != 0; }
+  bool is_local_layer(int32_t layer) const {
+    return sliding_window > 0 && (swa_period == 0 || (layer + 1) % swa_period != 0);
+  }
 };
 
 // Throws GgufError naming a missing or inconsistent key (e.g. heads not dividing dim).

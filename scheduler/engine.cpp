@@ -27,7 +27,7 @@ ForwardBatch build_batch(const SchedulerOutput& out) {
     Request& r = *s.req;
     const auto first = r.token_ids.begin() + r.num_computed_tokens;
     batch.seqs.push_back({r.num_computed_tokens, std::vector<int32_t>(first, first + s.num_scheduled_tokens),
-                          r.kv.block_table, s.samples ? LogitRows::Last : LogitRows::None});
+                          r.kv.block_tables, s.samples ? LogitRows::Last : LogitRows::None});
     if (s.samples) {
       batch.seqs.back().sample = int32_t(batch.samples.size());
       batch.samples.push_back(r.sampler.step());
@@ -42,7 +42,7 @@ Engine::Engine(ModelRunner& runner, const Tokenizer& tok, EngineConfig cfg)
     : runner_(runner),
       tok_(tok),
       cfg_(with_defaults(std::move(cfg), runner)),
-      kv_(runner.num_kv_blocks(), runner.block_size(), cfg_.enable_prefix_caching),
+      kv_(runner.num_kv_blocks(), runner.block_size(), cfg_.enable_prefix_caching, runner.kv_group_windows()),
       scheduler_(cfg_.scheduler, kv_, tok),
       seed_base_(std::random_device{}()) {
   publish_stats(false);
@@ -267,7 +267,7 @@ void Engine::publish_stats(bool stepped) {
 }
 
 int32_t Engine::max_model_len() const {
-  return std::min(cfg_.scheduler.max_model_len, kv_.num_blocks() * kv_.block_size());
+  return kv_.max_tokens_per_sequence(cfg_.scheduler.max_num_batched_tokens, cfg_.scheduler.max_model_len);
 }
 
 EngineStats Engine::stats() const {

@@ -54,7 +54,7 @@ std::optional<RequestError> Scheduler::check_fits(int64_t num_prompt_tokens, int
                                                 std::to_string(max_tokens) + ") exceeds the context window of " +
                                                 std::to_string(cfg_.max_model_len) + " tokens"};
   }
-  const int64_t blocks = (total + kv_.block_size() - 1) / kv_.block_size();
+  const int64_t blocks = kv_.peak_blocks(total, cfg_.max_num_batched_tokens);
   if (blocks > kv_.num_blocks()) {
     return RequestError{ErrorKind::TooLong, "prompt plus max_tokens (" + std::to_string(total) + " tokens) needs " +
                                                 std::to_string(blocks) + " KV blocks; the cache has " +
@@ -129,7 +129,7 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request& r = *running_[i];
     const int32_t n = std::min(r.num_tokens() - r.num_computed_tokens, budget);
-    bool fits = kv_.allocate(r.kv, r.num_computed_tokens + n);
+    bool fits = kv_.allocate(r.kv, r.num_computed_tokens + n, r.num_computed_tokens);
     // Make room by preempting from the back (lowest priority, latest arrival), r itself last.
     while (!fits) {
       const bool self = running_.back().get() == &r;
@@ -143,7 +143,7 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
       preempt(std::move(victim));
       ++out.num_preempted;
       if (self) return;
-      fits = kv_.allocate(r.kv, r.num_computed_tokens + n);
+      fits = kv_.allocate(r.kv, r.num_computed_tokens + n, r.num_computed_tokens);
     }
     out.scheduled.push_back({&r, n, r.num_computed_tokens + n == r.num_tokens()});
     budget -= n;
@@ -164,7 +164,7 @@ void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget) {
     r.num_computed_tokens = kv_.acquire_cached_prefix(r.kv, r.token_ids);
     if (!r.scheduled_before) r.num_cached_tokens = r.num_computed_tokens;
     const int32_t n = std::min(r.num_tokens() - r.num_computed_tokens, budget);
-    if (!kv_.allocate(r.kv, r.num_computed_tokens + n)) {
+    if (!kv_.allocate(r.kv, r.num_computed_tokens + n, r.num_computed_tokens)) {
       kv_.free(r.kv);  // don't pin cached blocks while it waits
       r.num_computed_tokens = 0;
       if (running_.empty()) {

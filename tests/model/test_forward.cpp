@@ -41,7 +41,7 @@ SequenceInput seq_input(const std::vector<int32_t>& tokens, int begin, int end, 
   SequenceInput s;
   s.num_computed_tokens = begin;
   s.token_ids.assign(tokens.begin() + begin, tokens.begin() + end);
-  s.block_table = std::move(table);
+  s.block_tables = {std::move(table)};
   s.logits = LogitRows::All;
   return s;
 }
@@ -59,6 +59,7 @@ Logits prefill(ModelRunner& cache, const std::vector<int32_t>& tokens, const std
   for (int begin = 0; begin < int(tokens.size()); begin += chunk) {
     const int end = std::min<int>(begin + chunk, tokens.size());
     ForwardBatch b{{seq_input(tokens, begin, end, table)}};
+    b.seqs[0].block_tables = test::per_group(cache, table);
     for (auto& row : rows_of(cache.forward(b), 0)) all.push_back(std::move(row));
   }
   return all;
@@ -161,6 +162,49 @@ TEST_P(ArchitectureVsReference, ChunkedPrefillMatchesWhole) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ArchitectureVsReference, ::testing::Values("llama", "qwen2", "qwen3", "gemma3"),
                          [](const auto& info) { return info.param; });
+
+// Gemma 3's local layers form their own KV groups: a decode step whose windowed groups have
+// returned every block before the window (-1) gives the same logits as one with whole tables; a
+// missing block the step can see is refused.
+TEST(SlidingWindowGroups, BlocksBeforeTheWindowAreNeverRead) {
+  test::TinyModelSpec spec;
+  spec.arch = "gemma3";
+  spec.num_layers = 6;
+  const auto m = tiny(spec);
+  const auto tokens = random_tokens(38, 17);
+  auto runner = test::cpu_runner(*m, 10, 4);
+  ASSERT_EQ(runner->kv_group_windows(), (std::vector<int32_t>{0, 8, 8, 8, 8, 8}));
+  SequenceInput head = seq_input(tokens, 0, 37, blocks(0, 10));
+  head.block_tables = test::per_group(*runner, blocks(0, 10));
+  head.logits = LogitRows::None;
+  runner->forward(ForwardBatch{{head}});
+
+  SequenceInput step = seq_input(tokens, 37, 38, blocks(0, 10));
+  step.block_tables = test::per_group(*runner, blocks(0, 10));
+  const Logits whole = rows_of(runner->forward(ForwardBatch{{step}}), 0);
+  for (size_t g = 1; g < 6; ++g) std::fill_n(step.block_tables[g].begin(), 7, -1);  // position 37 sees 30..37
+  EXPECT_EQ(rows_of(runner->forward(ForwardBatch{{step}}), 0), whole);
+
+  step.block_tables[1][7] = -1;
+  EXPECT_THROW(runner->forward(ForwardBatch{{step}}), std::invalid_argument);
+  step.block_tables[1][7] = step.block_tables[2][7] - 10;
+  step.block_tables[0][0] = -1;  // the global layer sees everything
+  EXPECT_THROW(runner->forward(ForwardBatch{{step}}), std::invalid_argument);
+}
+
+// A Llama file with attention.sliding_window (Mistral 7B v0.1): every layer windowed, one KV group,
+// the model's own RoPE.
+TEST(SlidingWindowGroups, MistralStyleLlamaMatchesReference) {
+  test::TinyModelSpec spec;
+  spec.windowed_llama = true;
+  spec.matrix_type = DType::Q8_0;
+  spec.seed = 19;
+  const auto m = tiny(spec);
+  EXPECT_EQ(m->config().sliding_window, 8);
+  EXPECT_TRUE(m->config().is_local_layer(0) && m->config().is_local_layer(1));
+  EXPECT_EQ(test::cpu_runner(*m, 1)->kv_group_windows(), std::vector<int32_t>{8});
+  expect_prefill_matches_reference(*m, random_tokens(37, 8));
+}
 
 TEST(ModelLoad, UnsupportedArchitectureIsNamed) {
   test::TinyModelSpec spec;
@@ -319,7 +363,7 @@ TEST_P(ForwardInvariance, MalformedBatchesAreRejected) {
   expect_rejected(seq_input({1, 2, 3}, 0, 3, {}), "block table");
   expect_rejected(seq_input({1, 2, 3}, 0, 3, {7}), "out of range");
   expect_rejected(seq_input({1, test::kTinyVocab}, 0, 2, {0}), "token id");
-  expect_rejected(SequenceInput{0, {}, {0}, LogitRows::Last}, "no new tokens");
+  expect_rejected(SequenceInput{0, {}, {{0}}, LogitRows::Last}, "no new tokens");
   SequenceInput past_context = seq_input({1}, 0, 1, blocks(0, 2));
   past_context.num_computed_tokens = 512;
   expect_rejected(past_context, "context window");

@@ -122,8 +122,9 @@ class Requantized : public ::testing::TestWithParam<std::string> {
     const int32_t num_blocks = int32_t(prompt.size() + theirs.size() + 15) / 16;
     auto runner = test::cpu_runner(*model_, num_blocks);
     SequenceInput s;
-    s.block_table.resize(size_t(num_blocks));
-    std::iota(s.block_table.begin(), s.block_table.end(), 0);
+    std::vector<int32_t> table(static_cast<size_t>(num_blocks));
+    std::iota(table.begin(), table.end(), 0);
+    s.block_tables = test::per_group(*runner, table);
     s.token_ids = prompt;
     for (size_t i = 0; i < theirs.size(); ++i) {
       const ForwardOutput out = runner->forward(ForwardBatch{{s}});

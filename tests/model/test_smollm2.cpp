@@ -81,8 +81,8 @@ TEST_F(SmolLM2, GreedyChatAnswerIsCoherent) {
       model_->encode_chat(model_->chat_template(), {{"user", "Explain photosynthesis in simple terms."}});
   auto cache = test::cpu_runner(*model_, 16);
   SequenceInput s;
-  s.block_table.resize(16);
-  std::iota(s.block_table.begin(), s.block_table.end(), 0);
+  s.block_tables.assign(1, std::vector<int32_t>(16));
+  std::iota(s.block_tables[0].begin(), s.block_tables[0].end(), 0);
   s.token_ids = tokens;
   std::vector<int32_t> answer;
   for (int step = 0; step < 40; ++step) {

@@ -121,6 +121,86 @@ TEST_F(EngineInvariance, TinyLlamaBatchedChunkedPreemptedCached) {
   EXPECT_EQ(cached.results[1].num_cached_tokens, 48);  // three full blocks; the last token is recomputed
 }
 
+// Sliding-window KV groups (one full-attention group and two windowed ones, as Gemma 3 has; and
+// windows only, as Mistral): blocks out of every window go back to the pool as a sequence grows, and
+// are reused by others. The fake model reads each group's window back from the cache, so a block
+// freed too early, or reused while still visible, changes the output.
+TEST_F(EngineInvariance, FakeModelWithSlidingWindowGroups) {
+  const auto jobs = mixed_jobs(24, 4, 120, 40);
+  for (const std::vector<int32_t>& windows : {std::vector<int32_t>{0, 8, 8}, std::vector<int32_t>{8}}) {
+    SCOPED_TRACE(::testing::PrintToString(windows));
+    test::FakeRunner roomy(test::kTinyVocab, 2048, 4, 4096, windows);
+    const auto want = alone(roomy, jobs);
+    expect_same(test::run_jobs(roomy, *tok_, config(64, 4096), jobs), want);
+    expect_same(test::run_jobs(roomy, *tok_, config(64, 7), jobs), want);
+
+    test::FakeRunner tight(test::kTinyVocab, windows.size() == 1 ? 16 : 144, 4, 4096, windows);
+    const auto preempted = test::run_jobs(tight, *tok_, config(64, 16), jobs);
+    expect_same(preempted, want);
+    EXPECT_GT(preempted.engine.num_preemptions, 0);
+
+    std::vector<Job> twice = jobs;
+    twice.insert(twice.end(), jobs.begin(), jobs.end());
+    auto want_twice = want;
+    want_twice.insert(want_twice.end(), want.begin(), want.end());
+    const auto cached = test::run_jobs(roomy, *tok_, config(1, 4096), twice);
+    expect_same(cached, want_twice);
+    EXPECT_GT(cached.engine.prefix_cache.hit_tokens, 0);
+  }
+}
+
+// Only windows: a sequence of 400 tokens runs in a pool of 12 blocks of 4 (48 positions), taking at
+// most the window plus a step's tokens at a time.
+TEST_F(EngineInvariance, WindowedSequenceOutgrowsThePool) {
+  Job j = mixed_jobs(1, 5, 1, 1)[0];
+  j.prompt.assign(100, 7);
+  j.params = test::greedy(300);
+  test::FakeRunner roomy(test::kTinyVocab, 1024, 4, 4096, {8});
+  test::FakeRunner small(test::kTinyVocab, 12, 4, 4096, {8});
+  const auto want = alone(roomy, {j});
+  const auto run = test::run_jobs(small, *tok_, config(4, 16), {j});
+  expect_same(run, want);
+  ASSERT_EQ(run.results[0].tokens.size(), 300u);
+}
+
+// Gemma 3's layout on the real runner: five sliding-window layers (window 8) and a global one, so
+// six KV groups of one layer, blocks of 4 positions.
+TEST_F(EngineInvariance, TinyGemma3BatchedChunkedPreemptedCached) {
+  test::TinyModelSpec spec;
+  spec.arch = "gemma3";
+  spec.num_layers = 6;
+  spec.matrix_type = kernels::DType::Q8_0;
+  const std::string path = test::temp_model_path("engine-gemma3");
+  test::write_tiny_model(path, spec);
+  const auto model = LlamaModel::load(path);
+  const auto jobs = mixed_jobs(16, 6, 60, 24);
+
+  const auto roomy_runner = test::cpu_runner(*model, 512, 4);
+  ModelRunner& roomy = *roomy_runner;
+  ASSERT_EQ(roomy.kv_group_windows(), (std::vector<int32_t>{0, 8, 8, 8, 8, 8}));
+  const auto want = alone(roomy, jobs);
+  expect_same(test::run_jobs(roomy, *tok_, config(64, 4096), jobs), want);
+  expect_same(test::run_jobs(roomy, *tok_, config(64, 5), jobs), want);
+
+  const auto tight_runner = test::cpu_runner(*model, 8, 4);  // 48 blocks; one job can hold 46
+  ModelRunner& tight = *tight_runner;
+  const auto preempted = test::run_jobs(tight, *tok_, config(64, 8), jobs);
+  expect_same(preempted, want);
+  EXPECT_GT(preempted.engine.num_preemptions, 0);
+
+  // 100 positions: 25 blocks per group, 150 without freeing; the pool has 60.
+  Job long_job = jobs[0];
+  long_job.prompt.resize(60, 65);
+  long_job.params = test::greedy(40);
+  const auto small_runner = test::cpu_runner(*model, 10, 4);
+  const auto run = test::run_jobs(*small_runner, *tok_, config(4, 8), {long_job});
+  expect_same(run, alone(roomy, {long_job}));
+
+  const auto cached = test::run_jobs(roomy, *tok_, config(1, 4096), {long_job, long_job});
+  EXPECT_EQ(cached.results[1].tokens, cached.results[0].tokens);
+  EXPECT_EQ(cached.results[1].num_cached_tokens, 56);  // 14 full blocks; the last token is recomputed
+}
+
 TEST_F(EngineInvariance, SeededSamplingIgnoresWhatElseRuns) {
   test::FakeRunner runner(test::kTinyVocab, 1024, 16, 4096);
   Job sampled{{'s', 'e', 'e', 'd'}, test::greedy(40)};

@@ -15,6 +15,12 @@ namespace {
 
 constexpr int32_t kBlockSize = 4;
 
+// The one group's table of a model without sliding-window layers (empty once freed).
+const std::vector<int32_t>& table(const KvSequence& s) {
+  static const std::vector<int32_t> none;
+  return s.block_tables.empty() ? none : s.block_tables[0];
+}
+
 std::vector<int32_t> iota_tokens(int32_t n, int32_t first) {
   std::vector<int32_t> t(n);
   std::iota(t.begin(), t.end(), first);
@@ -76,15 +82,15 @@ TEST(KvCacheManager, HitAfterRequestFinished) {
   const auto prompt = iota_tokens(3 * kBlockSize + 1, 0);
   KvSequence a;
   admit_and_compute(kv, a, prompt);
-  const auto a_table = a.block_table;
+  const auto a_table = table(a);
   kv.free(a);
-  EXPECT_TRUE(a.block_table.empty() && a.block_hashes.empty());
+  EXPECT_TRUE(table(a).empty() && a.block_hashes.empty());
   EXPECT_EQ(kv.num_free_blocks(), 8);
 
   KvSequence b;
   EXPECT_EQ(kv.acquire_cached_prefix(b, prompt), 3 * kBlockSize);
   EXPECT_EQ(b.num_cached_tokens, 3 * kBlockSize);
-  EXPECT_EQ(b.block_table, std::vector<int32_t>(a_table.begin(), a_table.begin() + 3));
+  EXPECT_EQ(table(b), std::vector<int32_t>(a_table.begin(), a_table.begin() + 3));
   EXPECT_EQ(b.block_hashes.size(), 3u);
   EXPECT_EQ(kv.num_free_blocks(), 5);
   EXPECT_EQ(kv.prefix_stats().queried_tokens, 2 * int64_t(prompt.size()));
@@ -92,7 +98,7 @@ TEST(KvCacheManager, HitAfterRequestFinished) {
   // The hit hashes let the rest chain on: finishing the prompt caches the same hashes as before.
   ASSERT_TRUE(kv.allocate(b, int32_t(prompt.size())));
   kv.cache_full_blocks(b, prompt, int32_t(prompt.size()));
-  EXPECT_EQ(b.block_table.size(), 4u);
+  EXPECT_EQ(table(b).size(), 4u);
   EXPECT_EQ(kv.pool().num_cached_blocks(), 3);
 }
 
@@ -106,7 +112,7 @@ TEST(KvCacheManager, MissAfterEvictionUnderPressure) {
   EXPECT_EQ(kv.pool().num_cached_blocks(), 0);
   kv.free(filler);
   EXPECT_EQ(kv.acquire_cached_prefix(b, prompt), 0);
-  EXPECT_TRUE(b.block_table.empty());
+  EXPECT_TRUE(table(b).empty());
 }
 
 TEST(KvCacheManager, TailBlocksAreEvictedFirst) {
@@ -151,11 +157,11 @@ TEST(KvCacheManager, SharedBlocksAreRefcountedPerSequence) {
   KvSequence a, b;
   admit_and_compute(kv, a, prompt);
   EXPECT_EQ(admit_and_compute(kv, b, prompt), 2 * kBlockSize);
-  for (int32_t i = 0; i < 2; ++i) EXPECT_EQ(kv.pool().ref_count(b.block_table[i]), 2);
-  EXPECT_NE(a.block_table[2], b.block_table[2]);  // the partial last block is private
+  for (int32_t i = 0; i < 2; ++i) EXPECT_EQ(kv.pool().ref_count(table(b)[i]), 2);
+  EXPECT_NE(table(a)[2], table(b)[2]);  // the partial last block is private
   EXPECT_EQ(kv.num_free_blocks(), 6);
   kv.free(a);
-  for (int32_t i = 0; i < 2; ++i) EXPECT_EQ(kv.pool().ref_count(b.block_table[i]), 1);
+  for (int32_t i = 0; i < 2; ++i) EXPECT_EQ(kv.pool().ref_count(table(b)[i]), 1);
   kv.free(b);
   EXPECT_EQ(kv.num_free_blocks(), 10);
 }
@@ -177,16 +183,82 @@ TEST(KvCacheManager, AllocateIsAllOrNothing) {
   KvSequence a, b;
   ASSERT_TRUE(kv.allocate(a, 3 * kBlockSize - 1));
   EXPECT_TRUE(kv.allocate(a, 3 * kBlockSize));  // still fits in its last block
-  EXPECT_EQ(a.block_table.size(), 3u);
+  EXPECT_EQ(table(a).size(), 3u);
   EXPECT_FALSE(kv.allocate(b, kBlockSize + 1));  // needs 2, 1 free
-  EXPECT_TRUE(b.block_table.empty());
+  EXPECT_TRUE(table(b).empty());
   EXPECT_EQ(kv.num_free_blocks(), 1);
   EXPECT_FALSE(kv.allocate(a, 5 * kBlockSize));
-  EXPECT_EQ(a.block_table.size(), 3u);
+  EXPECT_EQ(table(a).size(), 3u);
   EXPECT_TRUE(kv.allocate(a, 4 * kBlockSize));
   EXPECT_DOUBLE_EQ(kv.usage(), 1.0);
   kv.free(a);
   EXPECT_DOUBLE_EQ(kv.usage(), 0.0);
+}
+
+int32_t held(const std::vector<int32_t>& table) {
+  return int32_t(std::count_if(table.begin(), table.end(), [](int32_t b) { return b >= 0; }));
+}
+
+// A full-attention group and one with a window of 8 positions: decoding token by token, the
+// windowed group holds only the blocks its next query can see; the rest are back in the pool.
+TEST(KvCacheManager, SlidingWindowGroupReturnsBlocksOutOfSight) {
+  KvCacheManager kv(64, kBlockSize, false, {0, 8});
+  KvSequence s;
+  for (int32_t n = 0; n < 40; ++n) {
+    ASSERT_TRUE(kv.allocate(s, n + 1, n));
+    ASSERT_EQ(s.block_tables.size(), 2u);
+    EXPECT_EQ(held(s.block_tables[0]), kv.blocks_for(n + 1));
+    // Positions n - 7 .. n, and no block wholly before n - 7.
+    const int32_t first = std::max(0, n - 7) / kBlockSize;
+    EXPECT_EQ(held(s.block_tables[1]), kv.blocks_for(n + 1) - first) << "at " << n;
+    for (int32_t i = 0; i < first; ++i) EXPECT_EQ(s.block_tables[1][size_t(i)], -1);
+    EXPECT_EQ(kv.num_free_blocks(), 64 - held(s.block_tables[0]) - held(s.block_tables[1]));
+  }
+  kv.free(s);
+  EXPECT_EQ(kv.num_free_blocks(), 64);
+}
+
+// A windowed group's prefix hit needs only the blocks the first computed token can see: here the
+// earlier ones have been handed out again, and the hit still covers the prompt.
+TEST(KvCacheManager, WindowedPrefixHitNeedsOnlyTheWindow) {
+  KvCacheManager kv(6, kBlockSize, true, {8});
+  const auto prompt = iota_tokens(33, 500);
+  KvSequence a, b;
+  for (int32_t n = 0; n < 33; n += kBlockSize) {
+    const int32_t end = std::min(n + kBlockSize, 33);
+    ASSERT_TRUE(kv.allocate(a, end, n));
+    kv.cache_full_blocks(a, prompt, end);
+  }
+  kv.free(a);
+  EXPECT_LT(kv.pool().num_cached_blocks(), 8);  // blocks 0.. were reused for later positions
+  EXPECT_EQ(kv.acquire_cached_prefix(b, prompt), 32);
+  ASSERT_EQ(b.block_tables[0].size(), 8u);
+  for (int32_t i = 0; i < 6; ++i) EXPECT_EQ(b.block_tables[0][size_t(i)], -1);  // position 32 sees 25..32
+  EXPECT_GE(b.block_tables[0][6], 0);
+  EXPECT_GE(b.block_tables[0][7], 0);
+  ASSERT_TRUE(kv.allocate(b, 33, 32));
+
+  // With a full-attention group beside it, that group takes every block of the hit back.
+  KvCacheManager hybrid(20, kBlockSize, true, {0, 8});
+  KvSequence c, d;
+  ASSERT_TRUE(hybrid.allocate(c, 33, 0));
+  hybrid.cache_full_blocks(c, prompt, 33);
+  hybrid.free(c);
+  EXPECT_EQ(hybrid.acquire_cached_prefix(d, prompt), 32);
+  EXPECT_EQ(held(d.block_tables[0]), 8);
+  EXPECT_EQ(held(d.block_tables[1]), 2);
+  EXPECT_EQ(hybrid.num_free_blocks(), 20 - 10);
+}
+
+// How big a sequence can grow: the full group needs every block, the windowed one the window plus
+// one step's tokens.
+TEST(KvCacheManager, PeakBlocksCountWindowsOnce) {
+  KvCacheManager kv(10, kBlockSize, true, {0, 8});
+  EXPECT_EQ(kv.peak_blocks(40, 4), 10 + 4);
+  EXPECT_EQ(kv.peak_blocks(8, 4), 2 + 2);
+  EXPECT_EQ(kv.max_tokens_per_sequence(4, 1000), 24);  // 6 + 4 blocks
+  EXPECT_EQ(KvCacheManager(10, kBlockSize, true).max_tokens_per_sequence(4, 1000), 40);
+  EXPECT_EQ(KvCacheManager(10, kBlockSize, true, {8}).max_tokens_per_sequence(4, 1000), 1000);
 }
 
 TEST(KvCacheManager, RejectsMisuse) {
@@ -256,12 +328,12 @@ class KvSimulation {
     const int32_t hit = kv_.acquire_cached_prefix(s.kv, s.tokens);
     ASSERT_EQ(hit % kBlockSize, 0);
     ASSERT_LE(hit, (len - 1) / kBlockSize * kBlockSize);
-    ASSERT_EQ(int32_t(s.kv.block_table.size()) * kBlockSize, hit);
+    ASSERT_EQ(int32_t(table(s.kv).size()) * kBlockSize, hit);
     expect_holds(s, hit);  // a hit must hand back blocks whose KV is exactly this prefix's
     hits += hit > 0;
     s.num_computed_tokens = hit;
     if (!kv_.allocate(s.kv, len)) {
-      ASSERT_EQ(int32_t(s.kv.block_table.size()) * kBlockSize, hit);  // failure changed nothing
+      ASSERT_EQ(int32_t(table(s.kv).size()) * kBlockSize, hit);  // failure changed nothing
       kv_.free(s.kv);
       ++rejections;
       return;
@@ -290,7 +362,7 @@ class KvSimulation {
   void write_kv(const SimSeq& s, int32_t end) {
     const auto f = fingerprints(s.tokens);
     for (int32_t p = s.num_computed_tokens; p < end; ++p) {
-      const int32_t block = s.kv.block_table[p / kBlockSize];
+      const int32_t block = table(s.kv)[p / kBlockSize];
       ASSERT_EQ(kv_.pool().ref_count(block), 1) << "write into a shared block";
       written_[block][p % kBlockSize] = f[p];
     }
@@ -299,13 +371,13 @@ class KvSimulation {
   void expect_holds(const SimSeq& s, int32_t num_tokens) {
     const auto f = fingerprints(s.tokens);
     for (int32_t p = 0; p < num_tokens; ++p) {
-      ASSERT_EQ(written_[s.kv.block_table[p / kBlockSize]][p % kBlockSize], f[p]) << "position " << p;
+      ASSERT_EQ(written_[table(s.kv)[p / kBlockSize]][p % kBlockSize], f[p]) << "position " << p;
     }
   }
 
   void finish(int i) {
     kv_.free(live_[i].kv);
-    EXPECT_TRUE(live_[i].kv.block_table.empty() && live_[i].kv.block_hashes.empty());
+    EXPECT_TRUE(table(live_[i].kv).empty() && live_[i].kv.block_hashes.empty());
     live_.erase(live_.begin() + i);
   }
 
@@ -313,12 +385,12 @@ class KvSimulation {
   void check_invariants() {
     std::vector<int32_t> holders(kBlocks, 0);
     for (const auto& s : live_) {
-      const std::set<int32_t> unique(s.kv.block_table.begin(), s.kv.block_table.end());
-      ASSERT_EQ(unique.size(), s.kv.block_table.size()) << "block twice in one table";
-      ASSERT_EQ(s.kv.block_table.size(), size_t(kv_.blocks_for(int32_t(s.tokens.size()))));
+      const std::set<int32_t> unique(table(s.kv).begin(), table(s.kv).end());
+      ASSERT_EQ(unique.size(), table(s.kv).size()) << "block twice in one table";
+      ASSERT_EQ(table(s.kv).size(), size_t(kv_.blocks_for(int32_t(s.tokens.size()))));
       ASSERT_LE(s.kv.block_hashes.size(), size_t(s.num_computed_tokens / kBlockSize));
       expect_holds(s, s.num_computed_tokens);
-      for (int32_t b : s.kv.block_table) ++holders[b];
+      for (int32_t b : table(s.kv)) ++holders[b];
     }
     int32_t free_blocks = 0;
     for (int32_t b = 0; b < kBlocks; ++b) {

@@ -1,5 +1,6 @@
 #include "tests/util/fake_runner.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -7,12 +8,20 @@
 
 namespace flashserve::test {
 
-FakeRunner::FakeRunner(int32_t vocab_size, int32_t num_blocks, int32_t block_size, int32_t context_len)
+FakeRunner::FakeRunner(int32_t vocab_size, int32_t num_blocks, int32_t block_size, int32_t context_len,
+                       std::vector<int32_t> windows)
     : vocab_(vocab_size),
       num_blocks_(num_blocks),
       block_size_(block_size),
       context_len_(context_len),
-      slots_(size_t(num_blocks) * block_size, -1) {}
+      windows_(std::move(windows)),
+      slots_(windows_.size(), std::vector<int32_t>(size_t(num_blocks) * block_size, -1)) {}
+
+int32_t& FakeRunner::slot(const SequenceInput& s, size_t group, int32_t pos) {
+  const int32_t block = s.block_tables.at(group).at(size_t(pos / block_size_));
+  if (block < 0 || block >= num_blocks_) throw std::invalid_argument("block " + std::to_string(block) + " out of range");
+  return slots_[group][size_t(block) * block_size_ + pos % block_size_];
+}
 
 ForwardOutput FakeRunner::forward(const ForwardBatch& batch) {
   ++calls_;
@@ -21,12 +30,12 @@ ForwardOutput FakeRunner::forward(const ForwardBatch& batch) {
   out.vocab_size = vocab_;
   for (const SequenceInput& s : batch.seqs) {
     const int32_t n = int32_t(s.token_ids.size());
-    if (int64_t(s.block_table.size()) * block_size_ < s.num_computed_tokens + n) {
-      throw std::invalid_argument("block table too short");
-    }
-    for (int32_t j = 0; j < n; ++j) {
-      const int32_t pos = s.num_computed_tokens + j;
-      slots_[size_t(s.block_table.at(pos / block_size_)) * block_size_ + pos % block_size_] = s.token_ids[j];
+    if (s.block_tables.size() != windows_.size()) throw std::invalid_argument("one block table per KV group");
+    for (size_t g = 0; g < windows_.size(); ++g) {
+      if (int64_t(s.block_tables[g].size()) * block_size_ < s.num_computed_tokens + n) {
+        throw std::invalid_argument("block table too short");
+      }
+      for (int32_t j = 0; j < n; ++j) slot(s, g, s.num_computed_tokens + j) = s.token_ids[j];
     }
     tokens_computed_ += n;
     const int32_t rows = s.logits == LogitRows::All ? n : s.logits == LogitRows::Last ? 1 : 0;
@@ -49,14 +58,17 @@ ForwardOutput FakeRunner::forward(const ForwardBatch& batch) {
   return out;
 }
 
-// A hash of the context 0..pos (as stored in the cache) picks a favourite byte token; every other
-// token gets a smaller, context-dependent logit so that sampling has a real distribution.
-void FakeRunner::logits_for(const SequenceInput& s, int32_t pos, float* out) const {
+// A hash of what each group sees of the context 0..pos (as stored in the cache: all of it, or its
+// window) picks a favourite byte token; every other token gets a smaller, context-dependent logit so
+// that sampling has a real distribution.
+void FakeRunner::logits_for(const SequenceInput& s, int32_t pos, float* out) {
   uint64_t h = 1469598103934665603ull;
-  for (int32_t p = 0; p <= pos; ++p) {
-    const int32_t tok = slots_[size_t(s.block_table[p / block_size_]) * block_size_ + p % block_size_];
-    if (tok < 0) throw std::logic_error("read KV slot of position " + std::to_string(p) + " that was never written");
-    h = (h ^ uint64_t(tok) ^ (uint64_t(p) << 32)) * 1099511628211ull;
+  for (size_t g = 0; g < windows_.size(); ++g) {
+    for (int32_t p = windows_[g] > 0 ? std::max(0, pos - windows_[g] + 1) : 0; p <= pos; ++p) {
+      const int32_t tok = slot(s, g, p);
+      if (tok < 0) throw std::logic_error("read KV slot of position " + std::to_string(p) + " that was never written");
+      h = (h ^ uint64_t(tok) ^ (uint64_t(p) << 32) ^ (uint64_t(g) << 48)) * 1099511628211ull;
+    }
   }
   for (int32_t v = 0; v < vocab_; ++v) {
     out[v] = v < 256 ? float((h >> (v % 48)) & 7) * 0.25f : -10.0f;

@@ -13,12 +13,16 @@ class FakeRunner : public ModelRunner {
  public:
   // Logits favour byte tokens 0..255, so text decodes with the tiny model's vocabulary. Tokens
   // are picked with the CPU sampling op, as a real runner on the CPU does.
-  FakeRunner(int32_t vocab_size, int32_t num_blocks, int32_t block_size, int32_t context_len);
+  // `windows`: its KV groups, as kv_group_windows() reports them (0: full attention); each group
+  // reads back only the positions its window sees.
+  FakeRunner(int32_t vocab_size, int32_t num_blocks, int32_t block_size, int32_t context_len,
+             std::vector<int32_t> windows = {0});
 
   int32_t vocab_size() const override { return vocab_; }
   int32_t context_len() const override { return context_len_; }
   int32_t num_kv_blocks() const override { return num_blocks_; }
   int32_t block_size() const override { return block_size_; }
+  std::vector<int32_t> kv_group_windows() const override { return windows_; }
   ForwardOutput forward(const ForwardBatch& batch) override;
 
   int64_t num_forward_calls() const { return calls_; }
@@ -26,10 +30,12 @@ class FakeRunner : public ModelRunner {
   int32_t max_batch_seqs() const { return max_seqs_; }
 
  private:
-  void logits_for(const SequenceInput& s, int32_t pos, float* out) const;
+  void logits_for(const SequenceInput& s, int32_t pos, float* out);
+  int32_t& slot(const SequenceInput& s, size_t group, int32_t pos);
 
   int32_t vocab_, num_blocks_, block_size_, context_len_;
-  std::vector<int32_t> slots_;  // token id per slot, -1 if never written
+  std::vector<int32_t> windows_;
+  std::vector<std::vector<int32_t>> slots_;  // [group][slot]: token id, -1 if never written
   int64_t calls_ = 0, tokens_computed_ = 0;
   int32_t max_seqs_ = 0;
 };

@@ -22,8 +22,9 @@ ForwardOutput score_all_positions(const LlamaModel& model, const std::vector<int
   auto runner = cpu_runner(model, int32_t(tokens.size() + 15) / 16);
   SequenceInput s;
   s.token_ids = tokens;
-  s.block_table.resize(runner->num_kv_blocks());
-  std::iota(s.block_table.begin(), s.block_table.end(), 0);
+  std::vector<int32_t> table(size_t(tokens.size() + 15) / 16);
+  std::iota(table.begin(), table.end(), 0);
+  s.block_tables = per_group(*runner, table);
   s.logits = LogitRows::All;
   return runner->forward(ForwardBatch{{s}});
 }

@@ -55,10 +55,11 @@ Vec rmsnorm(const Vec& x, const Vec& w, double eps) {
 }
 
 // Pair i rotates dims (2i, 2i + 1), or (i, i + rot_dim / 2) in the neox layout.
-// Gemma 3's local layers use their own base and no scaling.
+// Gemma 3's local layers use their own base and no scaling (Mistral's, the model's).
 void rope(Vec& x, int heads, int head_dim, int pos, const ModelConfig& c, bool local) {
   const int rot_dim = c.rope_dim;
-  const double theta = local ? c.rope_theta_local : c.rope_theta, scale = local ? 1.0 : c.rope_freq_scale;
+  const bool own = local && c.rope_theta_local > 0;
+  const double theta = own ? c.rope_theta_local : c.rope_theta, scale = own ? 1.0 : c.rope_freq_scale;
   for (int h = 0; h < heads; ++h) {
     for (int i = 0; i < rot_dim / 2; ++i) {
       const double angle = pos * scale * std::pow(theta, -2.0 * i / rot_dim);

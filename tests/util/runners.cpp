@@ -1,5 +1,7 @@
 #include "tests/util/runners.h"
 
+#include "model/kv_groups.h"
+
 namespace flashserve::test {
 namespace {
 
@@ -13,7 +15,18 @@ std::unique_ptr<LlamaRunner> cpu_runner(const LlamaModel& model, int32_t num_blo
   RunnerConfig c;
   c.block_size = block_size;
   c.kv_type = kernels::DType::F32;
-  return std::make_unique<LlamaRunner>(model, kernels::make_cpu_backend(), c, exactly(num_blocks));
+  const int32_t groups = kv_groups(model.config()).num_groups();
+  return std::make_unique<LlamaRunner>(model, kernels::make_cpu_backend(), c, exactly(num_blocks * groups));
+}
+
+std::vector<std::vector<int32_t>> per_group(const ModelRunner& runner, const std::vector<int32_t>& table) {
+  const int32_t groups = int32_t(runner.kv_group_windows().size()), stride = runner.num_kv_blocks() / groups;
+  std::vector<std::vector<int32_t>> tables;
+  for (int32_t g = 0; g < groups; ++g) {
+    tables.push_back(table);
+    for (int32_t& b : tables.back()) b += g * stride;
+  }
+  return tables;
 }
 
 std::unique_ptr<LlamaRunner> cuda_runner(const LlamaModel& model, int32_t num_blocks, RunnerConfig config) {

@@ -1,13 +1,21 @@
-// Runners for tests: a model on a given backend with a KV pool of exactly `num_blocks` blocks.
+// Runners for tests: a model on a given backend with a KV pool of a given size.
 #pragma once
 #include <memory>
+#include <vector>
 #include "model/llama_runner.h"
 
 namespace flashserve::test {
 
+// A pool of `num_blocks` blocks for each of the model's KV groups (model/kv_groups.h): exactly
+// num_blocks for a model without sliding-window layers.
 std::unique_ptr<LlamaRunner> cpu_runner(const LlamaModel& model, int32_t num_blocks, int32_t block_size = 16);
 
-// On the CUDA backend with an F16 (or `config.kv_type`) cache; throws without a device.
+// One sequence's block tables from one table, in the layout cpu_runner's pool has room for: group g
+// holds block b at b + g * (pool / groups).
+std::vector<std::vector<int32_t>> per_group(const ModelRunner& runner, const std::vector<int32_t>& table);
+
+// On the CUDA backend with an F16 (or `config.kv_type`) cache and exactly `num_blocks` blocks;
+// throws without a device.
 std::unique_ptr<LlamaRunner> cuda_runner(const LlamaModel& model, int32_t num_blocks, RunnerConfig config = {});
 
 }  // namespace flashserve::test

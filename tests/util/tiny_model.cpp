@@ -139,7 +139,7 @@ void write_tiny_model(const std::string& path, const TinyModelSpec& s) {
   w.add_uint32(a + "vocab_size", kTinyVocab);
   w.add_float32(a + "rope.freq_base", s.rope_theta);
   w.add_float32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
-  if (s.arch == "gemma3") w.add_uint32(a + "attention.sliding_window", s.sliding_window);
+  if (s.arch == "gemma3" || s.windowed_llama) w.add_uint32(a + "attention.sliding_window", s.sliding_window);
   if (s.num_experts > 0) {
     w.add_uint32(a + "expert_count", s.num_experts);
     w.add_uint32(a + "expert_used_count", s.experts_used);

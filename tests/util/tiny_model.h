@@ -10,8 +10,10 @@ struct TinyModelSpec {
   // llama; qwen2 (adds Q/K/V biases, neox RoPE); qwen3 (adds per-head Q/K norms, neox RoPE);
   // gemma3 (Qwen3's additions, GeGLU, post-branch norms, scaled embeddings, local layers with a
   // sliding window of `sliding_window` positions)
+  // llama with `windowed_llama`: Mistral-style, every layer attends to its last `sliding_window`.
   std::string arch = "llama";
   int32_t sliding_window = 8;
+  bool windowed_llama = false;
   int32_t num_layers = 2;
   int32_t dim = 64;
   int32_t ffn_dim = 128;

@@ -44,11 +44,12 @@ std::vector<int32_t> random_tokens(size_t n, uint32_t seed, int32_t vocab) {
   return t;
 }
 
-// A sequence's blocks, spread over the pool in reverse so paging is exercised.
-std::vector<int32_t> table_for(int32_t seq, int32_t blocks_per_seq, int32_t num_blocks) {
+// A sequence's blocks, spread over the pool in reverse so paging is exercised (the tiny Llama
+// models here have one KV group).
+std::vector<std::vector<int32_t>> table_for(int32_t seq, int32_t blocks_per_seq, int32_t num_blocks) {
   std::vector<int32_t> t(blocks_per_seq);
   for (int32_t i = 0; i < blocks_per_seq; ++i) t[i] = num_blocks - 1 - (seq * blocks_per_seq + i);
-  return t;
+  return {t};
 }
 
 // The same steps on two runners, whose KV caches follow the same block tables.
@@ -169,8 +170,8 @@ TEST_F(CudaRunner, RejectsMalformedBatchesLikeTheCpu) {
   const auto gpu_runner = small_gpu(*model, true);
   LlamaRunner& gpu = *gpu_runner;
   EXPECT_THROW(gpu.forward({}), std::invalid_argument);
-  EXPECT_THROW(gpu.forward({{{0, {model->config().vocab_size}, {0}}}}), std::invalid_argument);
-  EXPECT_THROW(gpu.forward({{{0, {1, 2}, {gpu.num_kv_blocks()}}}}), std::invalid_argument);
+  EXPECT_THROW(gpu.forward({{{0, {model->config().vocab_size}, {{0}}}}}), std::invalid_argument);
+  EXPECT_THROW(gpu.forward({{{0, {1, 2}, {{gpu.num_kv_blocks()}}}}}), std::invalid_argument);
 }
 
 // SmolLM2 teacher-forced on the CPU's greedy continuation of the foundation issue's prompts: the
@@ -189,7 +190,7 @@ TEST_F(CudaRunner, SmolLM2GreedyMatchesCpuWhereDecisive) {
     tokens.insert(tokens.end(), generated.begin(), generated.end() - 1);
     std::vector<int32_t> table((tokens.size() + 15) / 16);
     std::iota(table.begin(), table.end(), 0);
-    const ForwardBatch b{{{0, tokens, table, LogitRows::All}}};
+    const ForwardBatch b{{{0, tokens, {table}, LogitRows::All}}};
     const ForwardOutput c = cpu.forward(b), g = gpu.forward(b);
     for (size_t i = first; i < tokens.size(); ++i) {
       const float* cr = c.row(0, int32_t(i));
