@@ -37,14 +37,15 @@ TEST(ServeLifecycle, SigtermDrainsInFlightRequestsThenExitsCleanly) {
     const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 100}, {"ignore_eos", true}, {"temperature", 0}};
     return c.Post("/v1/completions", body.dump(), "application/json");
   });
-  for (int i = 0; i < 500; ++i) {
+  // SIGTERM only once the engine runs it: on a loaded machine the request can take seconds to get
+  // there, and a request the server has not accepted yet is rightly refused while draining.
+  bool running = false;
+  for (int i = 0; i < 6000 && !running; ++i) {
     auto m = client.Get("/metrics");
-    if (m && m->body.find("flashserve_num_requests_running{model_name=\"") != std::string::npos &&
-        m->body.find("num_requests_running{model_name=\"SmolLM2-135M-Instruct.Q4_1\"} 1") != std::string::npos) {
-      break;
-    }
-    std::this_thread::sleep_for(10ms);
+    running = m && m->body.find("num_requests_running{model_name=\"SmolLM2-135M-Instruct.Q4_1\"} 1") != std::string::npos;
+    if (!running) std::this_thread::sleep_for(10ms);
   }
+  ASSERT_TRUE(running) << "the request never started:\n" << server.log();
   kill(server.pid(), SIGTERM);
   std::this_thread::sleep_for(200ms);
 
