@@ -34,7 +34,8 @@ struct AttentionBatch {
   int32_t max_num_queries = 0;
   int32_t max_context_len = 0;
   // > 0: sliding-window attention, each query sees only its last `window` positions (itself
-  // included). The CUDA kernels do not take a window yet (their backend refuses it).
+  // included); block-table entries wholly before the first query's window are never read (they may
+  // be -1: the scheduler has returned those blocks).
   int32_t window = 0;
 };
 

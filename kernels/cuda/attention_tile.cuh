@@ -116,11 +116,13 @@ struct PagedKv {
 };
 
 // Which positions a warp's rows may see: row r (r < count) sits at first_pos + r * pos_step and sees
-// positions up to there; rows from count on are padding and see nothing.
+// positions up to there (only its last `window` of them when window > 0); rows from count on are
+// padding and see nothing.
 struct WarpRows {
   int32_t first_pos;
   int32_t pos_step;
   int32_t count;
+  int32_t window;
 };
 
 // Per row: running max (log2 domain, identical in every lane), this lane's share of the running sum,
@@ -233,7 +235,8 @@ __device__ void accumulate_tile(const TileSmem<D, R>& sh, int warp, int lane, Ro
 }
 
 // Attends the block's rows over positions [kv_begin, kv_end). Every thread of the block must call
-// it (it syncs); the rows must be in sh.q already (the first sync publishes them).
+// it (it syncs); the rows must be in sh.q already (the first sync publishes them). Nothing before
+// kv_begin is read, so a sliding window's caller starts there and the blocks before may be gone.
 template <class T, int D, int R>
 __device__ void attend(TileSmem<D, R>& sh, const PagedKv& kv, int32_t kv_begin, int32_t kv_end, const WarpRows& rows,
                        RowState<D, R>& st) {
@@ -254,7 +257,9 @@ __device__ void attend(TileSmem<D, R>& sh, const PagedKv& kv, int32_t kv_begin, 
       const int32_t pos = t0 + lane;
 #pragma unroll
       for (int r = 0; r < R; ++r)
-        if (r >= rows.count || pos >= kv_end || pos > rows.first_pos + r * rows.pos_step) s[r] = -INFINITY;
+        if (r >= rows.count || pos >= kv_end || pos > rows.first_pos + r * rows.pos_step ||
+            (rows.window > 0 && pos <= rows.first_pos + r * rows.pos_step - rows.window))
+          s[r] = -INFINITY;
       softmax_update(st, s, sh.p[warp][lane]);
       __syncwarp();
       accumulate_tile<T>(sh, warp, lane, st);

@@ -75,9 +75,8 @@ class CudaBackend final : public Backend {
       case Op::Matmul: return stored_type(type);
       case Op::KvWrite: return type == DType::F16 || type == DType::BF16;
       case Op::Attention:
-        // No sliding window in the CUDA kernels yet.
         return (type == DType::F16 || type == DType::BF16) && (s.head_dim == 64 || s.head_dim == 128) &&
-               s.group >= 1 && s.group <= cuda::kDecodeMaxGroup && s.window == 0;
+               s.group >= 1 && s.group <= cuda::kDecodeMaxGroup && s.window >= 0;
       case Op::MoeRoute:
         return type == DType::F32 && s.experts >= 1 && s.experts <= kMoeMaxExperts && s.top_k >= 1 &&
                s.top_k <= kMoeMaxTopK;
@@ -154,7 +153,6 @@ class CudaBackend final : public Backend {
   // blocks; anything else goes to the prefill kernel.
   void attention(const float* q, const KvCacheView& kv, const AttentionBatch& b, int32_t num_heads, float scale,
                  float* out) override {
-    if (b.window > 0) throw std::invalid_argument("cuda attention: the kernels take no sliding window yet");
     if (b.max_num_queries == 1) {
       const size_t need = cuda::decode_attention_workspace_bytes(b.num_seqs, num_heads, kv.layout.head_dim,
                                                                  b.max_context_len);

@@ -8,7 +8,8 @@
 //  * merge: grid (heads, sequences), one thread per dim, rescales and sums the splits in split order,
 //    so the result depends only on the context length.
 // A CUDA graph sizes the split grid by the model's context limit; slices starting at or beyond a
-// sequence's context return after one load, and the merge only reads the slices the context reaches.
+// sequence's context, or ending before its sliding window, return at once, and the merge reads
+// only the slices the window and the context reach.
 // f32 math on CUDA cores for now; tensor cores are a later tuning step on a real GPU.
 #include "kernels/cuda/attention_tile.cuh"
 #include "kernels/cuda/cuda_check.h"
@@ -24,6 +25,11 @@ static_assert(kMaxGroup == kDecodeMaxGroup, "the header promises callers this gr
 
 __host__ __device__ constexpr int32_t num_splits(int32_t context_len) {
   return (context_len + kDecodePartition - 1) / kDecodePartition;
+}
+
+// The first position the query (at context - 1) sees; the splits wholly before it do nothing.
+__device__ int32_t first_visible(int32_t context_len, int32_t window) {
+  return window > 0 ? max(0, context_len - window) : 0;
 }
 
 // Workspace: acc [items][head_dim], then max [items], then sum [items]; an item is
@@ -45,9 +51,10 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ TileSmem<D, R> sh;
   const int32_t split = blockIdx.x, kv_head = blockIdx.y, seq = blockIdx.z;
   const int32_t context = batch.context_lens[seq];
-  const int32_t begin = split * kDecodePartition;
-  if (begin >= context) return;
-  const int32_t end = min(begin + kDecodePartition, context);
+  const int32_t lo = first_visible(context, batch.window);
+  const int32_t end = min((split + 1) * kDecodePartition, context);
+  if (end <= lo) return;  // before the window, or past the context
+  const int32_t begin = max(split * kDecodePartition, lo);
 
   const int32_t group = num_heads / layout.num_kv_heads;
   const int32_t head0 = kv_head * group;
@@ -55,7 +62,7 @@ __global__ void __launch_bounds__(kThreads)
 
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   // All heads of the one query sit at the last position.
-  const WarpRows mine{context - 1, 0, max(0, min(R, group - warp * R))};
+  const WarpRows mine{context - 1, 0, max(0, min(R, group - warp * R)), batch.window};
   const PagedKv kv{k_cache, v_cache, batch.block_tables + int64_t(seq) * batch.max_blocks_per_seq, layout.block_size,
                    layout.num_kv_heads, kv_head};
   RowState<D, R> st;
@@ -77,14 +84,16 @@ __global__ void __launch_bounds__(kThreads)
 // Needs no cache type: it only reads the workspace.
 template <int D>
 __global__ void __launch_bounds__(D)
-    decode_merge_kernel(Workspace ws, const int32_t* context_lens, int32_t num_heads, int32_t splits, float* out) {
+    decode_merge_kernel(Workspace ws, const int32_t* context_lens, int32_t window, int32_t num_heads, int32_t splits,
+                        float* out) {
   const int32_t head = blockIdx.x, seq = blockIdx.y, d = threadIdx.x;
   const int32_t used = min(num_splits(context_lens[seq]), splits);
+  const int32_t skipped = first_visible(context_lens[seq], window) / kDecodePartition;
   const int64_t first = (int64_t(seq) * num_heads + head) * splits;
   float m = -INFINITY;
-  for (int32_t i = 0; i < used; ++i) m = fmaxf(m, ws.max[first + i]);
+  for (int32_t i = skipped; i < used; ++i) m = fmaxf(m, ws.max[first + i]);
   float sum = 0.0f, acc = 0.0f;
-  for (int32_t i = 0; i < used; ++i) {
+  for (int32_t i = skipped; i < used; ++i) {
     const float w = exp2f(ws.max[first + i] - m);
     sum = fmaf(w, ws.sum[first + i], sum);
     acc = fmaf(w, ws.acc[(first + i) * D + d], acc);
@@ -123,7 +132,7 @@ void decode_attention(const float* q, const void* k_cache, const void* v_cache, 
                                                                    num_heads, scale * kLog2e, ws, splits);
     FLASHSERVE_CUDA_CHECK(cudaGetLastError());
     decode_merge_kernel<D><<<dim3(unsigned(num_heads), unsigned(batch.num_seqs)), D, 0, stream>>>(
-        ws, batch.context_lens, num_heads, splits, out);
+        ws, batch.context_lens, batch.window, num_heads, splits, out);
     FLASHSERVE_CUDA_CHECK(cudaGetLastError());
   });
 }

@@ -1,7 +1,8 @@
 // FlashAttention-2 style prefill over a ragged batch. Grid (query tiles, heads, sequences): a block
 // owns kBlockQ consecutive queries of one sequence for one head, keeps them in shared memory and
 // streams the head's KV pages through in tiles of 32 positions (attention_tile.cuh), stopping at the
-// last position its latest query can see. Each warp owns R query rows, so the causal mask, the online
+// last position its latest query can see (from the first one its earliest query sees, under a
+// sliding window). Each warp owns R query rows, so the causal mask, the online
 // softmax and P V stay inside the warp. Shared memory: 36 KB at head_dim 128 (32 queries), 32 KB at
 // head_dim 64 (64 queries), under the 48 KB a launch gets without opt-in.
 // f32 math on CUDA cores for now; tensor cores are a later tuning step on a real GPU.
@@ -38,11 +39,12 @@ __global__ void __launch_bounds__(kThreads)
   load_q(sh, q + base, row_stride, rows, qscale);
 
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const WarpRows mine{pos0 + warp * R, 1, max(0, min(R, rows - warp * R))};
+  const WarpRows mine{pos0 + warp * R, 1, max(0, min(R, rows - warp * R)), batch.window};
   const PagedKv kv{k_cache, v_cache, batch.block_tables + int64_t(seq) * batch.max_blocks_per_seq, layout.block_size,
                    layout.num_kv_heads, head / (num_heads / layout.num_kv_heads)};
   RowState<D, R> st;
-  attend<T>(sh, kv, 0, pos0 + rows, mine, st);
+  // With a sliding window, the tile's first query sees nothing before pos0 - window + 1.
+  attend<T>(sh, kv, batch.window > 0 ? max(0, pos0 - batch.window + 1) : 0, pos0 + rows, mine, st);
 
 #pragma unroll
   for (int r = 0; r < R; ++r) {
