@@ -1,5 +1,6 @@
 // End-to-end forward steps on the real SmolLM2-135M (Q4_1) on the CPU: prefill throughput, decode
 // latency against context length, and decode throughput of a batch (weights read once per step).
+// Each runs with f32 activations (q8:0, the exact path) and 8-bit activations (q8:1) side by side.
 // Model: $FLASHSERVE_MODEL, else the project cache (scripts/fetch_model.sh).
 #include <benchmark/benchmark.h>
 
@@ -28,12 +29,16 @@ void BM_Prefill(benchmark::State& state) {
   const int32_t n = int32_t(state.range(0));
   RunnerOptions o;
   o.block_size = kBlockSize;
+  o.cpu_q8_activations = state.range(1) != 0;
   auto cache = real_runner("cpu", n / kBlockSize + 1, o);
   const SequenceInput seq{0, some_tokens(n), {block_range(0, n / kBlockSize + 1)}, LogitRows::Last};
   for (auto _ : state) benchmark::DoNotOptimize(cache->forward(ForwardBatch{{seq}}));
   state.SetItemsProcessed(state.iterations() * n);  // items = prompt tokens
 }
-BENCHMARK(BM_Prefill)->Arg(32)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Prefill)
+    ->ArgNames({"tokens", "q8"})
+    ->ArgsProduct({{32, 128, 512}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // `batch` sequences, each with `context` tokens cached, each decoding one token.
 void BM_Decode(benchmark::State& state) {
@@ -41,6 +46,7 @@ void BM_Decode(benchmark::State& state) {
   const int32_t blocks_per_seq = context / kBlockSize + 1;
   RunnerOptions o;
   o.block_size = kBlockSize;
+  o.cpu_q8_activations = state.range(2) != 0;
   auto cache = real_runner("cpu", batch * blocks_per_seq, o);
   ForwardBatch step;
   for (int32_t s = 0; s < batch; ++s) {
@@ -52,8 +58,9 @@ void BM_Decode(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * batch);  // items = generated tokens
 }
 BENCHMARK(BM_Decode)
-    ->ArgNames({"batch", "context"})
-    ->Args({1, 128})->Args({1, 1024})->Args({4, 128})->Args({16, 128})
+    ->ArgNames({"batch", "context", "q8"})
+    ->Args({1, 128, 0})->Args({1, 128, 1})->Args({1, 1024, 0})->Args({1, 1024, 1})
+    ->Args({4, 128, 0})->Args({4, 128, 1})->Args({16, 128, 0})->Args({16, 128, 1})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -22,8 +22,8 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
   return v;
 }
 
-// Args: n_out, k, num_tokens.
-void BM_Matmul(benchmark::State& state, DType t) {
+// Args: n_out, k, num_tokens. q8: 8-bit activations and integer dots (matmul_q8).
+void BM_Matmul(benchmark::State& state, DType t, bool q8 = false) {
   const int64_t n_out = state.range(0), k = state.range(1), nt = state.range(2);
   const size_t rb = row_bytes(t, k);
   std::vector<uint8_t> w(rb * size_t(n_out));
@@ -32,7 +32,11 @@ void BM_Matmul(benchmark::State& state, DType t) {
   const auto x = random_floats(size_t(nt * k), 2);
   std::vector<float> y(size_t(nt * n_out));
   for (auto _ : state) {
-    matmul(x.data(), nt, k, w.data(), t, n_out, y.data());
+    if (q8) {
+      matmul_q8(x.data(), nt, k, w.data(), t, n_out, y.data());
+    } else {
+      matmul(x.data(), nt, k, w.data(), t, n_out, y.data());
+    }
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -53,6 +57,9 @@ BENCHMARK_CAPTURE(BM_Matmul, F16, DType::F16)->Apply(MatmulShapes);
 BENCHMARK_CAPTURE(BM_Matmul, Q8_0, DType::Q8_0)->Apply(MatmulShapes);
 BENCHMARK_CAPTURE(BM_Matmul, Q4_0, DType::Q4_0)->Apply(MatmulShapes);
 BENCHMARK_CAPTURE(BM_Matmul, Q4_1, DType::Q4_1)->Apply(MatmulShapes);
+BENCHMARK_CAPTURE(BM_Matmul, Q8_0_q8, DType::Q8_0, true)->Apply(MatmulShapes);
+BENCHMARK_CAPTURE(BM_Matmul, Q4_0_q8, DType::Q4_0, true)->Apply(MatmulShapes);
+BENCHMARK_CAPTURE(BM_Matmul, Q4_1_q8, DType::Q4_1, true)->Apply(MatmulShapes);
 
 // SmolLM2 attention geometry: 9 query heads over 3 KV heads of 64 dims, 16-position blocks.
 // Args: sequences, context length, queries per sequence (1 = decode, context = prefill).

@@ -155,7 +155,9 @@ class Buffer {
   size_t bytes_ = 0;
 };
 
-std::unique_ptr<Backend> make_cpu_backend();
+// q8_activations: matmuls over Q8_0, Q4_0 and Q4_1 weights quantize their activations to 8 bits and
+// use integer dots (kernels::matmul_q8); otherwise every matmul keeps f32 activations (the exact path).
+std::unique_ptr<Backend> make_cpu_backend(bool q8_activations = false);
 // CUDA devices usable by this process: 0 in a build without CUDA, without a driver or a GPU.
 int cuda_device_count();
 // Device 0. Throws std::runtime_error when cuda_device_count() is 0 (naming why).

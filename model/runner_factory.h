@@ -23,6 +23,7 @@ struct RunnerOptions {
   double gpu_memory_fraction = 0.9;
   std::string gpu_kv_dtype = "f16";  // f16 or bf16; the CPU cache is f32
   bool cuda_graphs = true;
+  bool cpu_q8_activations = false;  // CPU: 8-bit activations and integer dots where the weights allow
 };
 
 // Throws std::invalid_argument for options or a model the chosen backend cannot run (naming what),

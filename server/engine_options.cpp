@@ -44,6 +44,11 @@ void EngineOptions::add_to(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--chat-template", chat_template_file, "Jinja chat template file used instead of the model's own")
       ->check(CLI::ExistingFile);
+  app.add_option("--cpu-activations", cpu_activations,
+                 "cpu: q8 quantizes activations to 8 bits for integer dots with Q8_0/Q4_0/Q4_1 weights (as "
+                 "llama.cpp does; experimental, not yet faster end to end); f32 keeps them exact")
+      ->check(CLI::IsMember({"q8", "f32"}))
+      ->capture_default_str();
   app.add_flag("--no-cuda-graphs", no_cuda_graphs, "cuda: launch decode steps kernel by kernel instead of replaying graphs");
 }
 
@@ -79,6 +84,7 @@ std::unique_ptr<ModelRunner> EngineOptions::make_runner(const LlamaModel& model)
   o.gpu_memory_fraction = gpu_memory_fraction;
   o.gpu_kv_dtype = kv_cache_dtype;
   o.cuda_graphs = !no_cuda_graphs;
+  o.cpu_q8_activations = cpu_activations == "q8";
   return flashserve::make_runner(model, o);
 }
 

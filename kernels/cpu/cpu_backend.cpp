@@ -31,8 +31,10 @@ const char* simd_level() {
 
 class CpuBackend final : public Backend {
  public:
+  explicit CpuBackend(bool q8_activations) : q8_(q8_activations) {}
   std::string name() const override {
-    return std::string("cpu (") + simd_level() + ", " + std::to_string(num_threads()) + " threads)";
+    return std::string("cpu (") + simd_level() + ", " + std::to_string(num_threads()) + " threads, " +
+           (q8_ ? "8-bit activations for Q8_0/Q4_x weights" : "f32 activations") + ")";
   }
   bool is_host() const override { return true; }
 
@@ -71,7 +73,11 @@ class CpuBackend final : public Backend {
   }
   void matmul(const float* x, int64_t tokens, const void* w, DType type, int64_t rows, int64_t cols,
               float* y) override {
-    kernels::matmul(x, tokens, cols, w, type, rows, y);
+    if (q8_ && matmul_q8_supports(type)) {
+      kernels::matmul_q8(x, tokens, cols, w, type, rows, y);
+    } else {
+      kernels::matmul(x, tokens, cols, w, type, rows, y);
+    }
   }
   void rmsnorm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps) override {
     kernels::rmsnorm(x, weight, y, rows, dim, eps);
@@ -114,11 +120,16 @@ class CpuBackend final : public Backend {
   std::unique_ptr<RecordedStep> record(const std::function<void()>&) override {
     throw std::logic_error("the CPU backend records no steps (can_record() is false)");
   }
+
+ private:
+  bool q8_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend(bool q8_activations) {
+  return std::make_unique<CpuBackend>(q8_activations);
+}
 
 const char* op_name(Op op) {
   switch (op) {

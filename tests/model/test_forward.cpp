@@ -252,6 +252,7 @@ INSTANTIATE_TEST_SUITE_P(ExpertsAndWeightTypes, MoeForwardVsReference,
 
 struct FfnCase {
   int32_t experts, used;  // 0, 0: dense
+  bool q8 = false;        // 8-bit activations and integer dots (the CPU's fast path)
 };
 
 // Every invariance holds for dense and mixture-of-experts models alike: MoE regroups rows by
@@ -266,21 +267,26 @@ class ForwardInvariance : public ::testing::TestWithParam<FfnCase> {
     spec.experts_used = GetParam().used;
     model_ = tiny(spec);
   }
+  std::unique_ptr<LlamaRunner> runner(int32_t num_blocks, int32_t block_size) const {
+    return test::cpu_runner(*model_, num_blocks, block_size, GetParam().q8);
+  }
   std::unique_ptr<LlamaModel> model_;
 };
 
 INSTANTIATE_TEST_SUITE_P(Ffn, ForwardInvariance,
-                         ::testing::Values(FfnCase{0, 0}, FfnCase{8, 2}, FfnCase{4, 1}),
+                         ::testing::Values(FfnCase{0, 0}, FfnCase{8, 2}, FfnCase{4, 1}, FfnCase{0, 0, true},
+                                           FfnCase{8, 2, true}),
                          [](const ::testing::TestParamInfo<FfnCase>& info) {
                            const FfnCase& c = info.param;
-                           return c.experts == 0 ? std::string("Dense")
-                                                 : "Moe" + std::to_string(c.experts) + "Top" + std::to_string(c.used);
+                           return (c.experts == 0 ? std::string("Dense")
+                                                  : "Moe" + std::to_string(c.experts) + "Top" + std::to_string(c.used)) +
+                                  (c.q8 ? "Q8Activations" : "");
                          });
 
 TEST_P(ForwardInvariance, ShuffledBlockTableMatchesContiguous) {
   const auto tokens = random_tokens(70, 11);
-  auto a = test::cpu_runner(*model_, 16, 16);
-  auto b = test::cpu_runner(*model_, 16, 16);
+  auto a = runner(16, 16);
+  auto b = runner(16, 16);
   std::vector<int32_t> shuffled = blocks(0, 16);
   std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(5));
   shuffled.resize(5);
@@ -289,9 +295,9 @@ TEST_P(ForwardInvariance, ShuffledBlockTableMatchesContiguous) {
 
 TEST_P(ForwardInvariance, ChunkedPrefillMatchesWhole) {
   const auto tokens = random_tokens(53, 12);
-  auto a = test::cpu_runner(*model_, 4, 16);
-  auto b = test::cpu_runner(*model_, 4, 16);
-  auto c = test::cpu_runner(*model_, 4, 16);
+  auto a = runner(4, 16);
+  auto b = runner(4, 16);
+  auto c = runner(4, 16);
   const Logits whole = prefill(*a, tokens, blocks(0, 4), 53);
   EXPECT_EQ(whole, prefill(*b, tokens, blocks(0, 4), 7));
   EXPECT_EQ(whole, prefill(*c, tokens, blocks(0, 4), 1));  // token-by-token decode
@@ -300,46 +306,46 @@ TEST_P(ForwardInvariance, ChunkedPrefillMatchesWhole) {
 TEST_P(ForwardInvariance, BatchedSequencesMatchEachAlone) {
   const std::vector<std::vector<int32_t>> prompts = {random_tokens(5, 1), random_tokens(33, 2), random_tokens(1, 3),
                                                      random_tokens(17, 4)};
-  auto batched = test::cpu_runner(*model_, 32, 16);
+  auto batched = runner(32, 16);
   ForwardBatch b;
   for (size_t i = 0; i < prompts.size(); ++i) {
     b.seqs.push_back(seq_input(prompts[i], 0, prompts[i].size(), blocks(8 * i, 3)));
   }
   const ForwardOutput out = batched->forward(b);
   for (size_t i = 0; i < prompts.size(); ++i) {
-    auto alone = test::cpu_runner(*model_, 3, 16);
+    auto alone = runner(3, 16);
     EXPECT_EQ(rows_of(out, i), prefill(*alone, prompts[i], blocks(0, 3), prompts[i].size())) << "seq " << i;
   }
 }
 
 TEST_P(ForwardInvariance, MixedPrefillAndDecodeBatchMatchesAlone) {
   const auto long_prompt = random_tokens(40, 21), short_prompt = random_tokens(9, 22);
-  auto cache = test::cpu_runner(*model_, 16, 16);
+  auto cache = runner(16, 16);
   prefill(*cache, short_prompt, blocks(0, 1), 8);  // short one has 8 tokens cached
   ForwardBatch b{{seq_input(short_prompt, 8, 9, blocks(0, 1)), seq_input(long_prompt, 0, 40, blocks(4, 3))}};
   const ForwardOutput out = cache->forward(b);
 
-  auto alone = test::cpu_runner(*model_, 4, 16);
+  auto alone = runner(4, 16);
   EXPECT_EQ(rows_of(out, 0).back(), prefill(*alone, short_prompt, blocks(0, 1), 9).back());
-  auto alone2 = test::cpu_runner(*model_, 4, 16);
+  auto alone2 = runner(4, 16);
   EXPECT_EQ(rows_of(out, 1), prefill(*alone2, long_prompt, blocks(0, 3), 40));
 }
 
 TEST_P(ForwardInvariance, LastTokenLogitsOnlyByDefault) {
   const auto tokens = random_tokens(10, 31);
-  auto cache = test::cpu_runner(*model_, 2, 16);
+  auto cache = runner(2, 16);
   SequenceInput s = seq_input(tokens, 0, 10, blocks(0, 1));
   s.logits = LogitRows::Last;
   const ForwardOutput out = cache->forward(ForwardBatch{{s}});
   ASSERT_EQ(out.num_rows[0], 1);
-  auto again = test::cpu_runner(*model_, 2, 16);
+  auto again = runner(2, 16);
   EXPECT_EQ(rows_of(out, 0).back(), prefill(*again, tokens, blocks(0, 1), 10).back());
 }
 
 TEST_P(ForwardInvariance, ChunkWithoutLogitsStillFillsTheCache) {
   const auto tokens = random_tokens(30, 41);
-  auto a = test::cpu_runner(*model_, 2, 16);
-  auto b = test::cpu_runner(*model_, 2, 16);
+  auto a = runner(2, 16);
+  auto b = runner(2, 16);
   SequenceInput head = seq_input(tokens, 0, 20, blocks(0, 2));
   head.logits = LogitRows::None;
   const ForwardOutput none = a->forward(ForwardBatch{{head}});
@@ -351,7 +357,7 @@ TEST_P(ForwardInvariance, ChunkWithoutLogitsStillFillsTheCache) {
 }
 
 TEST_P(ForwardInvariance, MalformedBatchesAreRejected) {
-  auto cache = test::cpu_runner(*model_, 2, 16);
+  auto cache = runner(2, 16);
   auto expect_rejected = [&](SequenceInput s, const std::string& fragment) {
     try {
       cache->forward(ForwardBatch{{s}});

@@ -17,8 +17,8 @@ struct Top1Agreement {
   double max_diff = 0, sum_diff = 0;  // |our logit - llama.cpp's| at its top-1
 };
 
-// Logits at every position of `tokens`, one prefill on the CPU.
-ForwardOutput score_all_positions(const LlamaModel& model, const std::vector<int32_t>& tokens);
+// Logits at every position of `tokens`, one prefill on the CPU (q8: with 8-bit activations).
+ForwardOutput score_all_positions(const LlamaModel& model, const std::vector<int32_t>& tokens, bool q8 = false);
 
 double top_gap(const nlohmann::json& top);
 

@@ -11,12 +11,12 @@ KvPoolSizer exactly(int32_t num_blocks) {
 
 }  // namespace
 
-std::unique_ptr<LlamaRunner> cpu_runner(const LlamaModel& model, int32_t num_blocks, int32_t block_size) {
+std::unique_ptr<LlamaRunner> cpu_runner(const LlamaModel& model, int32_t num_blocks, int32_t block_size, bool q8) {
   RunnerConfig c;
   c.block_size = block_size;
   c.kv_type = kernels::DType::F32;
   const int32_t groups = kv_groups(model.config()).num_groups();
-  return std::make_unique<LlamaRunner>(model, kernels::make_cpu_backend(), c, exactly(num_blocks * groups));
+  return std::make_unique<LlamaRunner>(model, kernels::make_cpu_backend(q8), c, exactly(num_blocks * groups));
 }
 
 std::vector<std::vector<int32_t>> per_group(const ModelRunner& runner, const std::vector<int32_t>& table) {
