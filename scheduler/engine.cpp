@@ -44,6 +44,7 @@ Engine::Engine(ModelRunner& runner, const Tokenizer& tok, EngineConfig cfg)
       cfg_(with_defaults(std::move(cfg), runner)),
       kv_(runner.num_kv_blocks(), runner.block_size(), cfg_.enable_prefix_caching, runner.kv_group_windows()),
       scheduler_(cfg_.scheduler, kv_, tok),
+      budget_(cfg_.max_step_seconds, cfg_.scheduler.max_num_batched_tokens),
       seed_base_(std::random_device{}()) {
   publish_stats(false);
 }
@@ -143,7 +144,7 @@ void Engine::loop() {
 bool Engine::step() {
   drain_inbox();
   const auto t0 = Clock::now();
-  const SchedulerOutput out = scheduler_.schedule();
+  const SchedulerOutput out = scheduler_.schedule(budget_.next(scheduler_.num_decoding()));
   if (out.empty()) {
     publish_stats(false);
     return false;
@@ -151,10 +152,9 @@ bool Engine::step() {
   report_dropped(out);
   if (out.scheduled.empty()) return true;
   run_batch(out);
-  if (on_step_) {
-    on_step_({std::chrono::duration<double>(Clock::now() - t0).count(), int32_t(out.scheduled.size()),
-              out.num_batched_tokens, out.num_preempted});
-  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  budget_.observe(out.num_batched_tokens, seconds);
+  if (on_step_) on_step_({seconds, int32_t(out.scheduled.size()), out.num_batched_tokens, out.num_preempted});
   return true;
 }
 

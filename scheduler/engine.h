@@ -14,6 +14,7 @@
 #include <vector>
 #include "model/model_runner.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/step_budget.h"
 
 namespace flashserve {
 
@@ -25,6 +26,9 @@ struct EngineConfig {
   // A request that has not started this long after it arrived is dropped as overload (zero: never).
   Clock::duration max_queue_time{};
   bool enable_prefix_caching = true;
+  // While requests stream tokens, steps are cut to the tokens that fit this long (0: never cut;
+  // scheduler/step_budget.h).
+  double max_step_seconds = 0;
 };
 
 struct GenerateRequest {
@@ -120,6 +124,7 @@ class Engine {
   EngineConfig cfg_;
   KvCacheManager kv_;
   Scheduler scheduler_;
+  StepBudget budget_;
   std::unordered_map<std::string, OutputCallback> callbacks_;  // engine thread only
   uint64_t seed_base_;
   uint64_t num_submitted_ = 0;

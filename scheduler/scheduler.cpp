@@ -74,16 +74,23 @@ void Scheduler::insert_waiting(std::unique_ptr<Request> req) {
   waiting_.insert(pos, std::move(req));
 }
 
-SchedulerOutput Scheduler::schedule() {
+SchedulerOutput Scheduler::schedule() { return schedule(cfg_.max_num_batched_tokens); }
+
+int32_t Scheduler::num_decoding() const {
+  return int32_t(std::count_if(running_.begin(), running_.end(), [](const auto& r) { return r->num_output_tokens() > 0; }));
+}
+
+SchedulerOutput Scheduler::schedule(int32_t token_budget) {
   finished_.clear();
   SchedulerOutput out;
   const auto now = Clock::now();
   drop_expired(out, now);
-  int32_t budget = cfg_.max_num_batched_tokens;
+  token_budget = std::clamp(token_budget, 1, cfg_.max_num_batched_tokens);
+  int32_t budget = token_budget;
   schedule_running(out, budget);
   // Admitting new work in a step that had to preempt would only preempt again.
   if (out.num_preempted == 0) schedule_waiting(out, budget);
-  out.num_batched_tokens = cfg_.max_num_batched_tokens - budget;
+  out.num_batched_tokens = token_budget - budget;
   for (const ScheduledRequest& s : out.scheduled) {
     if (!s.req->scheduled_before) {
       s.req->timings.first_scheduled = now;

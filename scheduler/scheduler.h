@@ -55,8 +55,10 @@ class Scheduler {
   std::optional<RequestError> check_fits(int64_t num_prompt_tokens, int64_t max_tokens) const;
   // Queues an admissible request (see check_fits).
   void add(std::unique_ptr<Request> req);
-  // Drops requests past their deadlines, then picks this step's batch.
+  // Drops requests past their deadlines, then picks this step's batch of at most `token_budget`
+  // tokens (max_num_batched_tokens when not given; the engine lowers it to keep steps short).
   SchedulerOutput schedule();
+  SchedulerOutput schedule(int32_t token_budget);
   // `sampled[i]` is the token for output.scheduled[i] when it samples. Advances every scheduled
   // request, applies stop rules, frees finished requests' blocks. Returns updates in schedule order;
   // finished requests stay readable until the next schedule(), then are destroyed.
@@ -71,6 +73,8 @@ class Scheduler {
   const SchedulerConfig& config() const { return cfg_; }
   int32_t num_running() const { return int32_t(running_.size()); }
   int32_t num_waiting() const { return int32_t(waiting_.size()); }
+  // Running requests past their prompt: those a long step would keep waiting for their next token.
+  int32_t num_decoding() const;
   int64_t num_preemptions() const { return num_preemptions_; }
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
 

@@ -26,6 +26,11 @@ void EngineOptions::add_to(CLI::App& app) {
                  "Requests accepted but not yet started beyond this are refused as overload (429)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--max-step-ms", max_step_ms,
+                 "While requests stream tokens, cut engine steps (prompt chunks) to what the measured step cost "
+                 "fits in this many milliseconds; 0: never cut below --max-num-batched-tokens")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--max-queue-time", max_queue_time_s,
                  "Seconds a request may wait to start before it is dropped as overload (429); 0: no limit")
       ->check(CLI::NonNegativeNumber)
@@ -60,6 +65,7 @@ EngineConfig EngineOptions::engine_config() const {
   c.max_waiting = max_waiting;
   c.max_queue_time = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(max_queue_time_s));
   c.enable_prefix_caching = !no_prefix_caching;
+  c.max_step_seconds = max_step_ms / 1000.0;
   return c;
 }
 

@@ -312,11 +312,20 @@ void HttpLoop::Impl::take_wakeups() {
   }
 }
 
+// A deferred answer's last bytes at shutdown: what it has ready, whole if it is done (its request
+// may have finished a moment before the loop heard of it), else followed by its abandonment.
+static std::string settle(DeferredResponse& d) {
+  bool done = false;
+  std::string out = d.advance(done);
+  if (!done) out += d.abandon();
+  return out;
+}
+
 void HttpLoop::Impl::apply(Connection& c, RoutedResponse r) {
   c.phase = Connection::Phase::Responding;
   c.close_after_write = c.close_after_write || r.close;
   if (stopping && r.deferred) {
-    c.out += r.deferred->abandon();
+    c.out += settle(*r.deferred);
     c.close_after_write = true;
   } else if (r.deferred) {
     c.deferred = std::move(r.deferred);
@@ -416,7 +425,7 @@ void HttpLoop::Impl::begin_stop() {
   for (uint64_t id : ids) {
     Connection& c = *find(id);
     if (c.deferred) {
-      c.out += c.deferred->abandon();
+      c.out += settle(*c.deferred);
       c.deferred.reset();
       c.close_after_write = true;
       flush(c);

@@ -60,6 +60,23 @@ class SchedulerPolicy : public ::testing::Test {
 };
 Tokenizer* SchedulerPolicy::tok_ = nullptr;
 
+// The engine's step budget (StepBudget) lowers a step below max_num_batched_tokens: running
+// decodes still get their token, the prompt gets the rest; num_decoding counts the streams.
+TEST_F(SchedulerPolicy, StepBudgetBelowTheConfiguredOne) {
+  make(256, 8, 512);
+  Request* a = add("a", 10, 50);
+  step();
+  EXPECT_EQ(sched_->num_decoding(), 1);
+  Request* big = add("big", 300, 5);
+  SchedulerOutput out = sched_->schedule(24);
+  EXPECT_EQ(out.num_batched_tokens, 24);
+  EXPECT_EQ(tokens_for(out, a), 1);
+  EXPECT_EQ(tokens_for(out, big), 23);
+  EXPECT_EQ(sched_->num_decoding(), 1);  // big is still in its prompt
+  out = sched_->schedule(100000);  // never above the configured budget
+  EXPECT_EQ(out.num_batched_tokens, 1 + 300);
+}
+
 TEST_F(SchedulerPolicy, LongPromptIsChunkedAndDecodesKeepRunning) {
   make(256, 8, 32);
   Request* a = add("a", 10, 50);

@@ -60,7 +60,7 @@ TEST(ServeLifecycle, SigtermDrainsInFlightRequestsThenExitsCleanly) {
 
   const auto done = in_flight.get();
   ASSERT_TRUE(done) << "in-flight request lost at shutdown:\n" << server.log();
-  EXPECT_EQ(done->status, 200) << done->body;
+  EXPECT_EQ(done->status, 200) << done->body << "\n" << server.log();
   EXPECT_EQ(json::parse(done->body)["usage"]["completion_tokens"], 100);
   EXPECT_EQ(server.stop(), 0) << server.log();
   EXPECT_NE(server.log().find("request req-0 finished: reason=length"), std::string::npos) << server.log();

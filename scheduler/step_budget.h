@@ -1,0 +1,33 @@
+// How many tokens the next engine step may carry so that it ends within a latency target. A step's
+// time is close to a + b * tokens on every backend (a: reading the weights once, which a decode step
+// of any width pays; b: each token's share of the matmuls), so the engine fits a and b to the steps
+// it runs (least squares, recent steps weighted most) and, while requests are streaming tokens,
+// caps a step at the tokens that fit the target. With nobody streaming, a step takes the full
+// max_num_batched_tokens: a lone prompt is then not slowed down for no one.
+#pragma once
+#include <cstdint>
+
+namespace flashserve {
+
+class StepBudget {
+ public:
+  // target_seconds <= 0: no cap (every step may take max_tokens). min_tokens: the least a capped
+  // step still carries beyond its decode tokens, so prompts always make progress.
+  StepBudget(double target_seconds, int32_t max_tokens, int32_t min_tokens = 16);
+
+  // One step that ran `tokens` tokens in `seconds`.
+  void observe(int32_t tokens, double seconds);
+  // Tokens for the next step, when `decoding` running requests are streaming (each needs one).
+  int32_t next(int32_t decoding) const;
+
+  // The fitted model (seconds, seconds per token); false until two distinct step sizes were seen.
+  bool fitted(double& fixed, double& per_token) const;
+
+ private:
+  double target_;
+  int32_t max_tokens_, min_tokens_;
+  // Exponentially weighted sums over the observed steps: of 1, t, t^2, y, t * y.
+  double s0_ = 0, s1_ = 0, s2_ = 0, sy_ = 0, sty_ = 0;
+};
+
+}  // namespace flashserve
