@@ -30,7 +30,7 @@ struct RunnerOptions {
 // std::runtime_error when a GPU is asked for and none is usable or the KV budget holds no block.
 std::unique_ptr<ModelRunner> make_runner(const LlamaModel& model, const RunnerOptions& options);
 
-// Worker threads the CPU kernels use (0: all cores).
+// Worker threads the CPU kernels use (0: one per physical core).
 void set_cpu_threads(int n);
 
 }  // namespace flashserve

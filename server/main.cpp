@@ -9,7 +9,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // global options may follow the subcommand
   int threads = 0;
-  app.add_option("--threads", threads, "CPU threads for the kernels (default: all cores)");
+  app.add_option("--threads", threads, "CPU threads for the kernels (default: one per physical core)")
+      ->check(CLI::NonNegativeNumber);
 
   flashserve::ServeOptions serve;
   CLI::App* serve_cmd = app.add_subcommand("serve", "Serve a model over the OpenAI-compatible HTTP API and gRPC");
@@ -19,7 +20,7 @@ int main(int argc, char** argv) {
   gen.add_to(*generate_cmd);
 
   CLI11_PARSE(app, argc, argv);
-  if (threads > 0) flashserve::set_cpu_threads(threads);
+  flashserve::set_cpu_threads(threads);
   if (serve_cmd->parsed()) flashserve::run_serve(serve);
   if (generate_cmd->parsed()) return flashserve::run_generate(gen);
   return 0;
