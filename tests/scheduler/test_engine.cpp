@@ -56,6 +56,20 @@ class EngineInvariance : public ::testing::Test {
     EXPECT_EQ(run.engine.num_free_kv_blocks, run.engine.num_kv_blocks) << "blocks leaked";
   }
 
+  // The same prompts twice in one engine, one at a time: the second round is served from the prefix
+  // cache, and still gives each job's tokens.
+  test::RunStats run_twice(ModelRunner& runner, const std::vector<Job>& jobs,
+                           const std::vector<std::vector<int32_t>>& want) {
+    std::vector<Job> twice = jobs;
+    twice.insert(twice.end(), jobs.begin(), jobs.end());
+    auto want_twice = want;
+    want_twice.insert(want_twice.end(), want.begin(), want.end());
+    test::RunStats cached = test::run_jobs(runner, *tok_, config(1, 4096), twice);
+    expect_same(cached, want_twice);
+    EXPECT_GT(cached.engine.prefix_cache.hit_tokens, 0);
+    return cached;
+  }
+
   static Tokenizer* tok_;
 };
 Tokenizer* EngineInvariance::tok_ = nullptr;
@@ -77,18 +91,10 @@ TEST_F(EngineInvariance, FakeModelBatchedChunkedPreemptedCached) {
   expect_same(preempted, want);
   EXPECT_GT(preempted.engine.num_preemptions, 0);
 
-  // The same prompts again in one engine: the second round is served from the prefix cache.
-  std::vector<Job> twice = jobs;
-  twice.insert(twice.end(), jobs.begin(), jobs.end());
-  auto want_twice = want;
-  want_twice.insert(want_twice.end(), want.begin(), want.end());
-  EngineConfig one_at_a_time = config(1, 4096);
-  const auto cached = test::run_jobs(roomy, *tok_, one_at_a_time, twice);
-  expect_same(cached, want_twice);
+  const auto cached = run_twice(roomy, jobs, want);
   int32_t hits = 0;
   for (size_t i = 32; i < 64; ++i) hits += cached.results[i].num_cached_tokens;
   EXPECT_GT(hits, 0);
-  EXPECT_GT(cached.engine.prefix_cache.hit_tokens, 0);
 }
 
 TEST_F(EngineInvariance, TinyLlamaBatchedChunkedPreemptedCached) {
@@ -139,13 +145,7 @@ TEST_F(EngineInvariance, FakeModelWithSlidingWindowGroups) {
     expect_same(preempted, want);
     EXPECT_GT(preempted.engine.num_preemptions, 0);
 
-    std::vector<Job> twice = jobs;
-    twice.insert(twice.end(), jobs.begin(), jobs.end());
-    auto want_twice = want;
-    want_twice.insert(want_twice.end(), want.begin(), want.end());
-    const auto cached = test::run_jobs(roomy, *tok_, config(1, 4096), twice);
-    expect_same(cached, want_twice);
-    EXPECT_GT(cached.engine.prefix_cache.hit_tokens, 0);
+    run_twice(roomy, jobs, want);
   }
 }
 
