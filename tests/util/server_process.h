@@ -11,8 +11,9 @@ namespace flashserve::test {
 class ServerProcess {
  public:
   // Starts `flashserve serve --model <model> --host 127.0.0.1 --port P --grpc-port G <extra...>`
-  // and waits until GET /health answers (over HTTPS when --tls-cert is among the arguments; fails
-  // the test after 60 s or if the process exits). Its stdout and stderr go to a log file, or to
+  // and waits until its log names both ports and GET /health answers (over HTTPS when --tls-cert is
+  // among the arguments; fails the test after 60 s or if the process exits; starts again on new
+  // ports when another process took one first). Its stdout and stderr go to a log file, or to
   // `output_fd` when given (a pipe nobody reads, to stall its logging).
   explicit ServerProcess(const std::string& model_path, const std::vector<std::string>& extra_args = {},
                          int output_fd = -1);
@@ -30,6 +31,9 @@ class ServerProcess {
   std::string log() const;        // everything it wrote to stdout and stderr so far
 
  private:
+  enum class Start { Ready, PortTaken, Exited, TimedOut };
+  Start start(const std::string& model_path, const std::vector<std::string>& extra_args, int output_fd);
+
   pid_t pid_ = -1;
   int http_port_ = 0, grpc_port_ = 0;
   int exit_status_ = -1;
