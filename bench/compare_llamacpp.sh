@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# flashserve against llama.cpp on the same GGUF and machine, alternating, printing ratios (issue 14).
+#
+#   bench/compare_llamacpp.sh                 # SmolLM2 Q4_1, 2 threads, 2 rounds
+#   MODEL=path.gguf THREADS=4 ROUNDS=3 QUICK=1 bench/compare_llamacpp.sh
+#
+# Builds the anchor first (bench/llamacpp/build.sh: the llama-cpp-python sdist, cached in .cache/),
+# and flashserve's build/ must exist (scripts/test.sh or cmake --build build). Each round runs, in
+# this order: bench_forward (prefill 512; decode at 128 and 1024 cached, f32 and q8 activations) and
+# llama-bench (pp512, tg128 at depth 0 and 1024); then llama-server -np 16 and flashserve serve under
+# the same flashserve-bench loads: closed loop c16 (128 in / 128 out), and open loop Poisson at half
+# of llama-server's c16 request rate. QUICK=1 skips the serving part. Raw outputs go to a folder under
+# bench/results/ named for the date and commit, with the CPU model and flags; the ratios are printed.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+model="${MODEL:-$root/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
+threads="${THREADS:-2}"
+rounds="${ROUNDS:-2}"
+bin="$root/.cache/llamacpp/build/bin"
+py="$root/.cache/venv/bin/python"
+for f in build/bench/bench_forward build/server/flashserve build/client/flashserve-bench; do
+  [ -x "$f" ] || { echo "compare: $f missing: build flashserve first (cmake --build build)" >&2; exit 1; }
+done
+bench/llamacpp/build.sh > /dev/null
+out="bench/results/compare-llamacpp-$(date -u +%F)-$(git rev-parse --short HEAD)"
+mkdir -p "$out"
+{
+  echo "model: $model ($(sha256sum "$model" | cut -c1-16))"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(nproc) logical cpus; threads $threads"
+  echo "flags: $(grep -m1 flags /proc/cpuinfo | grep -o 'avx2\|avx512f\|avx512_vnni\|avx_vnni' | sort -u | xargs)"
+  echo "date: $(date -u +%FT%TZ); commit $(git rev-parse HEAD)"
+} > "$out/machine.txt"
+
+port=18700
+wait_http() {  # url
+  for _ in $(seq 1 300); do curl -sf "$1" > /dev/null 2>&1 && return 0; sleep 0.2; done
+  echo "compare: $1 never answered" >&2
+  return 1
+}
+load() {  # name port extra-args...: one flashserve-bench run, JSON report to $out/<name>.json
+  local name=$1 p=$2
+  shift 2
+  build/client/flashserve-bench --port "$p" --model bench --input-len 128 --output-len 128 --no-progress \
+    --json "$out/$name.json" "$@" > "$out/$name.txt" 2>&1
+}
+serve_llamacpp() {
+  "$bin/llama-server" -m "$model" -t "$threads" -np 16 -c $((16 * 512)) --port "$port" --host 127.0.0.1 \
+    > "$out/llama-server.log" 2>&1 &
+  echo $!
+}
+serve_flashserve() {
+  build/server/flashserve serve --model "$model" --threads "$threads" --port "$port" --grpc-port $((port + 1)) \
+    --served-model-name bench > "$out/flashserve.log" 2>&1 &
+  echo $!
+}
+
+for r in $(seq 1 "$rounds"); do
+  echo "compare: round $r: kernels"
+  build/bench/bench_forward --benchmark_min_time=2 --benchmark_out="$out/bench_forward.$r.json" \
+    --benchmark_out_format=json --benchmark_filter='BM_Prefill/tokens:512|BM_Decode/batch:1/context:(128|1024)' \
+    > "$out/bench_forward.$r.txt" 2>&1
+  "$bin/llama-bench" -m "$model" -t "$threads" -p 512 -n 128 -d 0,1024 -r 3 -o json > "$out/llama-bench.$r.json" 2> /dev/null
+  [ "${QUICK:-0}" = 1 ] && continue
+  echo "compare: round $r: serving"
+  pid=$(serve_llamacpp); wait_http "http://127.0.0.1:$port/health"
+  load "llama-server.c16.$r" "$port" --concurrency 16 --num-requests 64 --warmup 16 --seed "$r"
+  rate=$("$py" -c "import json; print(json.load(open('$out/llama-server.c16.$r.json'))['request_throughput'] / 2)")
+  load "llama-server.open.$r" "$port" --request-rate "$rate" --num-requests 48 --seed "$r"
+  kill "$pid"; wait "$pid" 2> /dev/null || true
+  pid=$(serve_flashserve); wait_http "http://127.0.0.1:$port/ready"
+  load "flashserve.c16.$r" "$port" --concurrency 16 --num-requests 64 --warmup 16 --seed "$r"
+  load "flashserve.open.$r" "$port" --request-rate "$rate" --num-requests 48 --seed "$r"
+  kill "$pid"; wait "$pid" 2> /dev/null || true
+done
+
+"$py" - "$out" "$rounds" <<'EOF' | tee "$out/ratios.txt"
+import json, os, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+def ours(r, name):
+    for b in json.load(open(f"{out}/bench_forward.{r}.json"))["benchmarks"]:
+        if b["name"].startswith(name):
+            return b["items_per_second"]
+def theirs(r, test, depth):
+    for b in json.load(open(f"{out}/llama-bench.{r}.json")):
+        if (b["n_prompt"], b["n_gen"], b.get("n_depth", 0)) == test + (depth,):
+            return b["avg_ts"]
+rows = [("prefill 512 tok/s", "BM_Prefill/tokens:512/q8:0", (512, 0), 0),
+        ("decode, 128 cached", "BM_Decode/batch:1/context:128/q8:0", (0, 128), 0),
+        ("decode, 128 cached, q8", "BM_Decode/batch:1/context:128/q8:1", (0, 128), 0),
+        ("decode, 1024 cached", "BM_Decode/batch:1/context:1024/q8:0", (0, 128), 1024),
+        ("decode, 1024 cached, q8", "BM_Decode/batch:1/context:1024/q8:1", (0, 128), 1024)]
+print(f"{'':28s}" + "".join(f"  round {r}: ours / llama.cpp = ratio" for r in range(1, rounds + 1)))
+for label, name, test, depth in rows:
+    cells = []
+    for r in range(1, rounds + 1):
+        a, b = ours(r, name), theirs(r, test, depth)
+        cells.append(f"  {a:8.1f} / {b:8.1f} = {a / b:5.2f}x" if a and b else "  (missing)")
+    print(f"{label:28s}" + "".join(cells))
+for kind in ("c16", "open"):
+    for r in range(1, rounds + 1):
+        path = f"{out}/flashserve.{kind}.{r}.json"
+        if not os.path.exists(path):
+            continue
+        f, l = json.load(open(path)), json.load(open(f"{out}/llama-server.{kind}.{r}.json"))
+        print(f"serving {kind} round {r}: output tok/s {f['output_throughput']:.1f} / {l['output_throughput']:.1f} = "
+              f"{f['output_throughput'] / max(l['output_throughput'], 1e-9):.2f}x; P99 ITL {f['itl']['p99_ms']:.0f} / "
+              f"{l['itl']['p99_ms']:.0f} ms (our median TPOT {f['tpot']['median_ms']:.0f} ms); P99 TTFT "
+              f"{f['ttft']['p99_ms']:.0f} / {l['ttft']['p99_ms']:.0f} ms")
+EOF
+echo "compare: raw results in $out"
