@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/block_codec.h"
-#include "kernels/cpu/simd.h"
+#include "kernels/cpu/matmul_tile.h"
 #include "kernels/matmul.h"
 
 namespace flashserve::kernels {
@@ -44,8 +44,8 @@ void quantize_block(const float* x, ActBlock& out) {
   out.s = d * float(sum);
 }
 
-#if defined(__AVX2__)
-inline float half(uint16_t h) { return _cvtsh_ss(h); }
+#if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
+inline float half(uint16_t h) { return tile::half_scale(h); }
 #else
 inline float half(uint16_t h) { return codec::half_to_float(h); }
 #endif
@@ -82,15 +82,13 @@ float reduce_lanes(const float (&even)[8], const float (&odd)[8], float off) {
   return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])) + off;
 }
 
-#if defined(__AVX2__)
+#if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
 template <class C>
 inline __m256i weight_codes(const typename C::Block& b) {
   if constexpr (C::kSigned) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
   } else {
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-    const __m128i mask = _mm_set1_epi8(0x0f);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
+    return tile::nibble_bytes(b.qs);
   }
 }
 #endif
@@ -120,7 +118,7 @@ inline __m512 pair(float lo, float hi) {
   return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(lo)), _mm256_set1_ps(hi), 1);
 }
 inline __m256i act_codes(const ActBlock& a) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q)); }
-#elif defined(__AVX2__)
+#elif defined(FLASHSERVE_AVX2)
 inline __m256i lane_sums(__m256i w_u8, __m256i x_s8) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w_u8, x_s8), _mm256_set1_epi16(1));
 }
@@ -181,7 +179,7 @@ void dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y,
       y[t * n_out + r] = reduce_lanes(even, odd, off[t][r]);
     }
   }
-#elif defined(__AVX2__)
+#elif defined(FLASHSERVE_AVX2)
   __m256 acc[T][R][2];
   for (auto& per_tok : acc)
     for (auto& per_row : per_tok)
