@@ -34,9 +34,8 @@ COPY . .
 
 # sm_90 (H100/H200) by default; e.g. --build-arg FLASHSERVE_CUDA_ARCHS="80;90;100" for more GPUs.
 ARG FLASHSERVE_CUDA_ARCHS=90
-# Portable CPU code (x86-64-v2, not -march=native of the build machine).
+# The CPU kernels are built for every x86-64 level and chosen at start-up: no -march of this machine.
 RUN FLASHSERVE_BUILD_DIR=/src/build ./scripts/build.sh \
-      -DFLASHSERVE_NATIVE=OFF \
       -DFLASHSERVE_BUILD_TESTS=OFF -DFLASHSERVE_BUILD_BENCH=OFF \
       -DFLASHSERVE_CUDA_ARCHS="${FLASHSERVE_CUDA_ARCHS}" \
  && install -D -m 0755 build/server/flashserve /out/usr/local/bin/flashserve

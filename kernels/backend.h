@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include "kernels/cpu_isa.h"
 #include "kernels/dtype.h"
 #include "kernels/moe_routing.h"
 #include "kernels/paged_attention.h"
@@ -157,7 +159,9 @@ class Buffer {
 
 // q8_activations: matmuls over Q8_0, Q4_0 and Q4_1 weights quantize their activations to 8 bits and
 // use integer dots (kernels::matmul_q8); otherwise every matmul keeps f32 activations (the exact path).
-std::unique_ptr<Backend> make_cpu_backend(bool q8_activations = false);
+// isa: the compiled copy of the ops it runs (kernels/cpu_isa.h), cpu_isa() when absent; one this CPU
+// cannot run throws std::invalid_argument.
+std::unique_ptr<Backend> make_cpu_backend(bool q8_activations = false, std::optional<CpuIsa> isa = std::nullopt);
 // CUDA devices usable by this process: 0 in a build without CUDA, without a driver or a GPU.
 int cuda_device_count();
 // Device 0. Throws std::runtime_error when cuda_device_count() is 0 (naming why).

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 #include <spdlog/spdlog.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/threads.h"
 #include "model/llama_runner.h"
 
@@ -77,5 +79,19 @@ std::unique_ptr<ModelRunner> make_runner(const LlamaModel& model, const RunnerOp
 }
 
 void set_cpu_threads(int n) { kernels::set_num_threads(n); }
+
+void set_cpu_kernels(const std::string& name) {
+  std::string supported;
+  for (kernels::CpuIsa isa : kernels::supported_cpu_isas()) supported += std::string(" ") + kernels::cpu_isa_name(isa);
+  if (name != "auto") {
+    const std::optional<kernels::CpuIsa> isa = kernels::parse_cpu_isa(name);
+    if (!isa) {
+      throw std::invalid_argument("--cpu-kernels must be auto, scalar, avx2, avx512 or avx512-vnni, not '" + name + "'");
+    }
+    kernels::set_cpu_isa(*isa);
+  }
+  spdlog::info("CPU kernels: {} ({}; this CPU runs:{})", kernels::cpu_isa_name(kernels::cpu_isa()),
+               name == "auto" ? "the best this CPU runs" : "forced by --cpu-kernels", supported);
+}
 
 }  // namespace flashserve

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Configures and builds into build/ (Release). Extra arguments go to CMake's configure step,
-# e.g. -DFLASHSERVE_NATIVE=OFF for a portable build or -DFLASHSERVE_CUDA=OFF to skip nvcc.
+# e.g. -DFLASHSERVE_CUDA=OFF to skip nvcc.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${FLASHSERVE_BUILD_DIR:-$root/build}"

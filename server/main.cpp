@@ -1,5 +1,8 @@
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <exception>
+
 #include "model/runner_factory.h"
 #include "server/generate_command.h"
 #include "server/serve_command.h"
@@ -11,6 +14,11 @@ int main(int argc, char** argv) {
   int threads = 0;
   app.add_option("--threads", threads, "CPU threads for the kernels (default: one per physical core)")
       ->check(CLI::NonNegativeNumber);
+  std::string cpu_kernels = "auto";
+  app.add_option("--cpu-kernels", cpu_kernels,
+                 "Compiled copy of the CPU kernels: auto (the best this CPU runs, found with cpuid), scalar, "
+                 "avx2, avx512 or avx512-vnni; a level the CPU lacks is refused")
+      ->capture_default_str();
 
   flashserve::ServeOptions serve;
   CLI::App* serve_cmd = app.add_subcommand("serve", "Serve a model over the OpenAI-compatible HTTP API and gRPC");
@@ -21,6 +29,12 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   flashserve::set_cpu_threads(threads);
+  try {
+    flashserve::set_cpu_kernels(cpu_kernels);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "flashserve: %s\n", e.what());
+    return 2;
+  }
   if (serve_cmd->parsed()) flashserve::run_serve(serve);
   if (generate_cmd->parsed()) return flashserve::run_generate(gen);
   return 0;

@@ -106,8 +106,25 @@ build_here() {  # builds /tmp/bench_cuda_ops/bench_cuda_ops from the sources; lo
   for f in "$ROOT"/kernels/cpu/*.cpp; do
     o="$b/$(basename "$f").o"
     objs+=("$o")
-    g++ -O3 -std=c++20 -fopenmp -march=native -I"$ROOT" -c "$f" -o "$o" >>"$log" 2>&1 &
+    g++ -O3 -std=c++20 -fopenmp -I"$ROOT" -c "$f" -o "$o" >>"$log" 2>&1 &
     pids+=($!)
+  done
+  # The op files once per instruction set, as kernels/CMakeLists.txt builds them.
+  local isa flags
+  for isa in scalar avx2 avx512 avx512_vnni; do
+    case $isa in
+      scalar) flags="" ;;
+      avx2) flags="-march=x86-64-v3" ;;
+      avx512) flags="-march=x86-64-v4" ;;
+      avx512_vnni) flags="-march=x86-64-v4 -mavx512vnni" ;;
+    esac
+    for f in "$ROOT"/kernels/cpu/ops/*.cpp; do
+      o="$b/$isa.$(basename "$f").o"
+      objs+=("$o")
+      # shellcheck disable=SC2086
+      g++ -O3 -std=c++20 -fopenmp $flags -DFLASHSERVE_ISA=isa_$isa -I"$ROOT" -c "$f" -o "$o" >>"$log" 2>&1 &
+      pids+=($!)
+    done
   done
   local ok=1 p
   for p in "${pids[@]}"; do wait "$p" || ok=0; done

@@ -1,12 +1,13 @@
 // Scalar element conversions and per-block decoders, inline so that dequantize_row and the
 // portable matmul path share one definition of every dequantized value.
 #pragma once
+#include "kernels/cpu/isa_namespace.h"
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include "kernels/dtype.h"
 
-namespace flashserve::kernels::codec {
+namespace flashserve::kernels::FLASHSERVE_ISA::codec {
 
 inline uint32_t float_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 inline float bits_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
@@ -111,4 +112,4 @@ inline void decode_iq4(const uint8_t* qs, float d, float* out) {
 
 inline void decode_block(const BlockIQ4_NL& b, float* out) { decode_iq4(b.qs, half_to_float(b.d), out); }
 
-}  // namespace flashserve::kernels::codec
+}  // namespace flashserve::kernels::FLASHSERVE_ISA::codec

@@ -9,31 +9,19 @@
 #include <string>
 
 #include "kernels/backend.h"
-#include "kernels/elementwise.h"
-#include "kernels/cpu/simd.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/matmul.h"
-#include "kernels/rmsnorm.h"
-#include "kernels/swiglu.h"
 #include "kernels/threads.h"
 
 namespace flashserve::kernels {
 namespace {
 
-const char* simd_level() {
-#if defined(FLASHSERVE_AVX512)
-  return "AVX-512";
-#elif defined(FLASHSERVE_AVX2)
-  return "AVX2";
-#else
-  return "portable";
-#endif
-}
-
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(bool q8_activations) : q8_(q8_activations) {}
+  CpuBackend(bool q8_activations, CpuIsa isa) : q8_(q8_activations), isa_(isa), ops_(cpu_ops(isa)) {}
   std::string name() const override {
-    return std::string("cpu (") + simd_level() + ", " + std::to_string(num_threads()) + " threads, " +
+    return std::string("cpu (") + cpu_isa_name(isa_) + " kernels, " + std::to_string(num_threads()) + " threads, " +
            (q8_ ? "8-bit activations for Q8_0/Q4_x weights" : "f32 activations") + ")";
   }
   bool is_host() const override { return true; }
@@ -69,48 +57,48 @@ class CpuBackend final : public Backend {
   void reserve(const StepLimits&) override {}
 
   void get_rows(const void* table, DType type, int64_t cols, const int32_t* ids, int64_t n, float* out) override {
-    kernels::get_rows(table, type, cols, ids, n, out);
+    ops_.get_rows(table, type, cols, ids, n, out);
   }
   void matmul(const float* x, int64_t tokens, const void* w, DType type, int64_t rows, int64_t cols,
               float* y) override {
     if (q8_ && matmul_q8_supports(type)) {
-      kernels::matmul_q8(x, tokens, cols, w, type, rows, y);
+      ops_.matmul_q8(x, tokens, cols, w, type, rows, y);
     } else {
-      kernels::matmul(x, tokens, cols, w, type, rows, y);
+      ops_.matmul(x, tokens, cols, w, type, rows, y);
     }
   }
   void rmsnorm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps) override {
-    kernels::rmsnorm(x, weight, y, rows, dim, eps);
+    ops_.rmsnorm(x, weight, y, rows, dim, eps);
   }
   void add_rmsnorm(float* x, const float* residual, const float* weight, float* y, int64_t rows, int64_t dim,
                    float eps) override {
-    kernels::add_rmsnorm(x, residual, weight, y, rows, dim, eps);
+    ops_.add_rmsnorm(x, residual, weight, y, rows, dim, eps);
   }
   void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim,
             const RopeParams& p) override {
-    kernels::rope(x, positions, tokens, heads, head_dim, p);
+    ops_.rope(x, positions, tokens, heads, head_dim, p);
   }
-  void swiglu(const float* gate, const float* up, float* out, int64_t n) override { kernels::swiglu(gate, up, out, n); }
-  void geglu(const float* gate, const float* up, float* out, int64_t n) override { kernels::geglu(gate, up, out, n); }
-  void add_bias(float* x, const float* bias, int64_t rows, int64_t dim) override { kernels::add_bias(x, bias, rows, dim); }
-  void scale(float* x, float s, int64_t n) override { kernels::scale(x, s, n); }
+  void swiglu(const float* gate, const float* up, float* out, int64_t n) override { ops_.swiglu(gate, up, out, n); }
+  void geglu(const float* gate, const float* up, float* out, int64_t n) override { ops_.geglu(gate, up, out, n); }
+  void add_bias(float* x, const float* bias, int64_t rows, int64_t dim) override { ops_.add_bias(x, bias, rows, dim); }
+  void scale(float* x, float s, int64_t n) override { ops_.scale(x, s, n); }
   void kv_write(const KvCacheView& kv, const float* k, const float* v, const int32_t* slots, int64_t tokens) override {
-    kernels::kv_write(kv.layout, kv.type, kv.k, kv.v, k, v, slots, tokens);
+    ops_.kv_write(kv.layout, kv.type, kv.k, kv.v, k, v, slots, tokens);
   }
   void attention(const float* q, const KvCacheView& kv, const AttentionBatch& batch, int32_t num_heads, float scale,
                  float* out) override {
-    kernels::paged_attention(q, kv.k, kv.v, kv.type, kv.layout, batch, num_heads, scale, out);
+    ops_.paged_attention(q, kv.k, kv.v, kv.type, kv.layout, batch, num_heads, scale, out);
   }
   void moe_route(const float* logits, int64_t tokens, int32_t experts, int32_t top_k, bool renormalize,
                  const MoeRouting& out) override {
-    kernels::moe_route(logits, tokens, experts, top_k, renormalize, out);
+    ops_.moe_route(logits, tokens, experts, top_k, renormalize, out);
   }
   void scatter_rows(const float* src, int64_t n, int64_t dim, const int32_t* ids, float* dst) override {
-    kernels::scatter_rows(src, n, dim, ids, dst);
+    ops_.scatter_rows(src, n, dim, ids, dst);
   }
   void weighted_sum_rows(const float* rows, const float* weights, int64_t n, int32_t k, int64_t dim,
                          float* out) override {
-    kernels::weighted_sum_rows(rows, weights, n, k, dim, out);
+    ops_.weighted_sum_rows(rows, weights, n, k, dim, out);
   }
   void sample_rows(float* logits, int32_t rows, int32_t vocab, const SamplingRow* params, const TokenAdjust* adjusts,
                    int32_t* tokens) override {
@@ -123,12 +111,19 @@ class CpuBackend final : public Backend {
 
  private:
   bool q8_;
+  CpuIsa isa_;
+  const CpuOps& ops_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(bool q8_activations) {
-  return std::make_unique<CpuBackend>(q8_activations);
+std::unique_ptr<Backend> make_cpu_backend(bool q8_activations, std::optional<CpuIsa> isa) {
+  const CpuIsa level = isa.value_or(cpu_isa());
+  if (!cpu_supports(level)) {
+    throw std::invalid_argument(std::string("this CPU cannot run the ") + cpu_isa_name(level) + " kernels (best: " +
+                                cpu_isa_name(best_cpu_isa()) + ")");
+  }
+  return std::make_unique<CpuBackend>(q8_activations, level);
 }
 
 const char* op_name(Op op) {

@@ -8,6 +8,7 @@
 #include "kernels/cpu/quantize_blocks.h"
 
 namespace flashserve::kernels {
+namespace codec = FLASHSERVE_ISA::codec;  // the scalar copy's decoders (built with these flags)
 
 std::optional<DType> dtype_from_ggml(uint32_t ggml_type) {
   switch (ggml_type) {

@@ -8,7 +8,7 @@
 #pragma once
 #include "kernels/cpu/block_codec.h"
 
-namespace flashserve::kernels::codec {
+namespace flashserve::kernels::FLASHSERVE_ISA::codec {
 
 inline constexpr int kChunk = 32;
 inline constexpr int kChunks = int(kSuperBlock) / kChunk;
@@ -107,4 +107,4 @@ inline void decode_chunk(const BlockIQ4_XS& b, int c, float* out) {
   decode_iq4(b.qs + 16 * c, iq4xs_scale(b, c, half_to_float(b.d)), out);
 }
 
-}  // namespace flashserve::kernels::codec
+}  // namespace flashserve::kernels::FLASHSERVE_ISA::codec

@@ -19,7 +19,7 @@
 #include "kernels/cpu/simd.h"
 #include "kernels/dtype.h"
 
-namespace flashserve::kernels::tile {
+namespace flashserve::kernels::FLASHSERVE_ISA::tile {
 
 using namespace simd;
 
@@ -192,4 +192,4 @@ void matmul_typed(const float* x, int64_t num_tokens, int64_t k, const char* w, 
 void matmul_super_blocks(const float* x, int64_t num_tokens, int64_t k, const char* w, DType wtype,
                          size_t rb, int64_t n_out, float* y);
 
-}  // namespace flashserve::kernels::tile
+}  // namespace flashserve::kernels::FLASHSERVE_ISA::tile

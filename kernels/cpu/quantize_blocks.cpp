@@ -7,7 +7,7 @@
 
 #include "kernels/cpu/block_codec.h"
 
-namespace flashserve::kernels::codec {
+namespace flashserve::kernels::FLASHSERVE_ISA::codec {
 namespace {
 
 // The value of largest magnitude, sign kept.
@@ -278,4 +278,4 @@ void quantize_block(const float* x, BlockIQ4_XS& y) {
   }
 }
 
-}  // namespace flashserve::kernels::codec
+}  // namespace flashserve::kernels::FLASHSERVE_ISA::codec

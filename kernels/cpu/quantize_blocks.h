@@ -2,9 +2,10 @@
 // They build test models and test inputs, so they favour simple round-to-nearest over the scale
 // searches llama.cpp runs; every block they write is valid and decodes within a few steps of x.
 #pragma once
+#include "kernels/cpu/isa_namespace.h"
 #include "kernels/dtype.h"
 
-namespace flashserve::kernels::codec {
+namespace flashserve::kernels::FLASHSERVE_ISA::codec {
 
 void quantize_block(const float* x, BlockQ4_0& y);
 void quantize_block(const float* x, BlockQ4_1& y);
@@ -20,4 +21,4 @@ void quantize_block(const float* x, BlockQ6_K& y);
 void quantize_block(const float* x, BlockQ8_K& y);
 void quantize_block(const float* x, BlockIQ4_XS& y);
 
-}  // namespace flashserve::kernels::codec
+}  // namespace flashserve::kernels::FLASHSERVE_ISA::codec

@@ -3,6 +3,7 @@
 // its inputs -- never on where a loop or a thread split the data. Partial loads zero-fill, so tails
 // go through the same code as full vectors.
 #pragma once
+#include "kernels/cpu/isa_namespace.h"
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -23,7 +24,7 @@
 #define FLASHSERVE_AVX2 1
 #endif
 
-namespace flashserve::kernels::simd {
+namespace flashserve::kernels::FLASHSERVE_ISA::simd {
 
 #if defined(FLASHSERVE_AVX512)
 
@@ -170,4 +171,4 @@ inline void scale_inplace(float* x, int64_t n, float s) {
   for (int64_t i = 0; i < n; i += W) store_upto(x + i, mul(load_upto(x + i, n - i), set1(s)), n - i);
 }
 
-}  // namespace flashserve::kernels::simd
+}  // namespace flashserve::kernels::FLASHSERVE_ISA::simd

@@ -16,6 +16,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/dtype.h"
+#include "kernels/matmul.h"
 #include "tests/kernels/reference.h"
 #include "tests/kernels/reference_sampling.h"
 
@@ -30,9 +31,10 @@ constexpr DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_
                                DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
                                DType::Q6_K, DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS};
 
+// The CPU once per compiled copy of its ops this machine can run (kernels/cpu_isa.h).
 std::vector<std::unique_ptr<Backend>> all_backends() {
   std::vector<std::unique_ptr<Backend>> b;
-  b.push_back(kernels::make_cpu_backend());
+  for (kernels::CpuIsa isa : kernels::supported_cpu_isas()) b.push_back(kernels::make_cpu_backend(false, isa));
   if (kernels::cuda_device_count() > 0) b.push_back(kernels::make_cuda_backend());
   return b;
 }
@@ -45,14 +47,14 @@ std::map<std::string, std::pair<int, int>>& tally() {
 class PrintTally : public ::testing::Environment {
  public:
   void TearDown() override {
-    for (const auto& [what, n] : tally()) std::printf("[ coverage ] %-28s %3d run, %3d unsupported\n", what.c_str(), n.first, n.second);
+    for (const auto& [what, n] : tally()) std::printf("[ coverage ] %-38s %3d run, %3d unsupported\n", what.c_str(), n.first, n.second);
   }
 };
 const auto* const print_tally = ::testing::AddGlobalTestEnvironment(new PrintTally);
 
 bool runs(const Backend& be, Op op, DType type, const kernels::OpShape& shape = {}) {
   const bool ok = be.supports(op, type, shape);
-  auto& n = tally()[be.name().substr(0, be.name().find(' ')) + " " + kernels::op_name(op)];
+  auto& n = tally()[be.name().substr(0, be.name().find(',')) + " " + kernels::op_name(op)];
   (ok ? n.first : n.second)++;
   return ok;
 }
@@ -428,11 +430,63 @@ TEST(BackendOps, SampleRowsPicksTheReferenceToken) {
   }
 }
 
+// Each compiled copy of the CPU ops against the scalar one on the same inputs: the 8-bit activation
+// path bit for bit (its contract fixes every rounding), the f32 path to the last bits a different
+// vector width's summation order moves.
+TEST(BackendOps, EveryCpuCopyAgreesWithTheScalarOne) {
+  std::mt19937 rng(7);
+  const int64_t tokens = 5, k = 1024, n_out = 37;
+  const auto x = random_floats(rng, size_t(tokens * k), -2.0f, 2.0f);
+  const auto scalar = kernels::make_cpu_backend(false, kernels::CpuIsa::Scalar);
+  const auto scalar_q8 = kernels::make_cpu_backend(true, kernels::CpuIsa::Scalar);
+  auto product = [&](Backend& be, const std::vector<uint8_t>& w, DType t) {
+    std::vector<float> y(size_t(tokens * n_out));
+    be.matmul(x.data(), tokens, w.data(), t, n_out, k, y.data());
+    return y;
+  };
+  auto widen = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+  for (kernels::CpuIsa isa : kernels::supported_cpu_isas()) {
+    if (isa == kernels::CpuIsa::Scalar) continue;
+    SCOPED_TRACE(kernels::cpu_isa_name(isa));
+    const auto be = kernels::make_cpu_backend(false, isa), be_q8 = kernels::make_cpu_backend(true, isa);
+    for (DType t : kAllTypes) {
+      SCOPED_TRACE(std::string(kernels::dtype_name(t)));
+      const auto w = weight_rows(rng, t, n_out, k);
+      EXPECT_LT(nmse(product(*be, w, t), widen(product(*scalar, w, t))), 1e-12);
+      if (kernels::matmul_q8_supports(t)) {
+        EXPECT_EQ(product(*be_q8, w, t), product(*scalar_q8, w, t));
+      }
+    }
+    const auto wn = random_floats(rng, size_t(k), 0.5f, 1.5f), up = random_floats(rng, x.size(), -2.0f, 2.0f);
+    std::vector<float> got(x.size()), want(x.size());
+    be->rmsnorm(x.data(), wn.data(), got.data(), tokens, k, 1e-5f);
+    scalar->rmsnorm(x.data(), wn.data(), want.data(), tokens, k, 1e-5f);
+    EXPECT_LT(nmse(got, widen(want)), 1e-12) << "rmsnorm";
+    be->swiglu(x.data(), up.data(), got.data(), int64_t(x.size()));
+    scalar->swiglu(x.data(), up.data(), want.data(), int64_t(x.size()));
+    EXPECT_LT(nmse(got, widen(want)), 1e-12) << "swiglu";
+    be->geglu(x.data(), up.data(), got.data(), int64_t(x.size()));
+    scalar->geglu(x.data(), up.data(), want.data(), int64_t(x.size()));
+    EXPECT_LT(nmse(got, widen(want)), 1e-12) << "geglu";
+    std::vector<int32_t> positions(tokens);
+    for (int64_t i = 0; i < tokens; ++i) positions[size_t(i)] = int32_t(100 * i + 3);
+    kernels::RopeParams rp;
+    rp.rot_dim = 64;
+    got = x;
+    want = x;
+    be->rope(got.data(), positions.data(), tokens, k / 64, 64, rp);
+    scalar->rope(want.data(), positions.data(), tokens, k / 64, 64, rp);
+    EXPECT_LT(nmse(got, widen(want)), 1e-12) << "rope";
+  }
+}
+
 TEST(BackendOps, CpuIsAlwaysThereAndCudaOnlyWithADevice) {
   const auto b = all_backends();
-  ASSERT_GE(b.size(), 1u);
+  const size_t cpus = kernels::supported_cpu_isas().size();
+  ASSERT_GE(cpus, 1u);
   EXPECT_TRUE(b[0]->is_host());
-  EXPECT_EQ(b.size(), kernels::cuda_device_count() > 0 ? 2u : 1u);
+  EXPECT_NE(b[0]->name().find("scalar kernels"), std::string::npos) << b[0]->name();
+  EXPECT_EQ(b.size(), cpus + (kernels::cuda_device_count() > 0 ? 1u : 0u));
   if (kernels::cuda_device_count() == 0) {
     EXPECT_THROW(kernels::make_cuda_backend(), std::runtime_error);
   }

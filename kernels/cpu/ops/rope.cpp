@@ -1,10 +1,11 @@
 #include "kernels/rope.h"
+#include "kernels/cpu/cpu_ops.h"
 
 #include <cmath>
 #include <stdexcept>
 #include <vector>
 
-namespace flashserve::kernels {
+namespace flashserve::kernels::FLASHSERVE_ISA {
 namespace {
 
 void check_params(const RopeParams& p, int64_t head_dim) {
@@ -55,4 +56,4 @@ void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_he
   }
 }
 
-}  // namespace flashserve::kernels
+}  // namespace flashserve::kernels::FLASHSERVE_ISA

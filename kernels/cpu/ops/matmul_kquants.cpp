@@ -5,7 +5,7 @@
 #include "kernels/cpu/kquant_codec.h"
 #include "kernels/cpu/matmul_tile.h"
 
-namespace flashserve::kernels::tile {
+namespace flashserve::kernels::FLASHSERVE_ISA::tile {
 namespace {
 
 template <class Block>
@@ -137,4 +137,4 @@ void matmul_super_blocks(const float* x, int64_t num_tokens, int64_t k, const ch
   }
 }
 
-}  // namespace flashserve::kernels::tile
+}  // namespace flashserve::kernels::FLASHSERVE_ISA::tile

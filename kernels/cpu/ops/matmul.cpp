@@ -1,13 +1,13 @@
 #include "kernels/matmul.h"
+#include "kernels/cpu/cpu_ops.h"
 
 #include <cstring>
 #include <stdexcept>
-#include <string>
 
 #include "kernels/cpu/block_codec.h"
 #include "kernels/cpu/matmul_tile.h"
 
-namespace flashserve::kernels {
+namespace flashserve::kernels::FLASHSERVE_ISA {
 namespace {
 
 using namespace tile;
@@ -186,8 +186,7 @@ struct IQ4_NLW : BlockW<BlockIQ4_NL> {
 
 void check_k(DType t, int64_t k) {
   if (k % block_elems(t) != 0)
-    throw std::invalid_argument("matmul: k=" + std::to_string(k) + " is not whole blocks of " +
-                                std::string(dtype_name(t)));
+    throw_invalid_argument("matmul: k=%lld is not whole blocks of %s", (long long)k, dtype_name(t).data());
 }
 
 }  // namespace
@@ -226,8 +225,9 @@ void get_row(const void* w, DType wtype, int64_t k, int64_t row, float* out) {
 void get_rows(const void* w, DType wtype, int64_t k, const int32_t* ids, int64_t n, float* out) {
   // Checked once up front: nothing inside the parallel loop may throw.
   check_k(wtype, k);
+  // Qualified: through its DType argument the call would also find the public, dispatching get_row.
 #pragma omp parallel for schedule(static) if (n > 1 && n * k >= (1 << 16))
-  for (int64_t i = 0; i < n; ++i) get_row(w, wtype, k, ids[i], out + i * k);
+  for (int64_t i = 0; i < n; ++i) FLASHSERVE_ISA::get_row(w, wtype, k, ids[i], out + i * k);
 }
 
-}  // namespace flashserve::kernels
+}  // namespace flashserve::kernels::FLASHSERVE_ISA

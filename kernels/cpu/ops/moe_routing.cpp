@@ -1,11 +1,12 @@
 #include "kernels/moe_routing.h"
+#include "kernels/cpu/cpu_ops.h"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
 
-namespace flashserve::kernels {
+namespace flashserve::kernels::FLASHSERVE_ISA {
 namespace {
 
 void check_args(int64_t num_tokens, int32_t num_experts, int32_t top_k) {
@@ -77,4 +78,4 @@ void moe_route(const float* logits, int64_t num_tokens, int32_t num_experts, int
   group_by_expert(out.topk_ids, num_tokens * top_k, num_experts, out.expert_offsets, out.sorted_assignments);
 }
 
-}  // namespace flashserve::kernels
+}  // namespace flashserve::kernels::FLASHSERVE_ISA

@@ -1,8 +1,9 @@
 #include "kernels/softmax.h"
+#include "kernels/cpu/cpu_ops.h"
 
 #include "kernels/cpu/simd.h"
 
-namespace flashserve::kernels {
+namespace flashserve::kernels::FLASHSERVE_ISA {
 
 void softmax(float* x, int64_t num_rows, int64_t n) {
 #pragma omp parallel for schedule(static) if (num_rows > 1 && num_rows * n >= (1 << 14))
@@ -13,4 +14,4 @@ void softmax(float* x, int64_t num_rows, int64_t n) {
   }
 }
 
-}  // namespace flashserve::kernels
+}  // namespace flashserve::kernels::FLASHSERVE_ISA

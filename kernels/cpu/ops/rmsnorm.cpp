@@ -1,10 +1,11 @@
 #include "kernels/rmsnorm.h"
+#include "kernels/cpu/cpu_ops.h"
 
 #include <cmath>
 
 #include "kernels/cpu/simd.h"
 
-namespace flashserve::kernels {
+namespace flashserve::kernels::FLASHSERVE_ISA {
 namespace {
 
 using namespace simd;
@@ -48,4 +49,4 @@ void add_rmsnorm(float* x, const float* residual, const float* weight, float* y,
   }
 }
 
-}  // namespace flashserve::kernels
+}  // namespace flashserve::kernels::FLASHSERVE_ISA

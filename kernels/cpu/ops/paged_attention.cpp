@@ -1,14 +1,14 @@
 #include "kernels/paged_attention.h"
+#include "kernels/cpu/cpu_ops.h"
 
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
-#include <string>
 #include <vector>
 
 #include "kernels/cpu/simd.h"
 
-namespace flashserve::kernels {
+namespace flashserve::kernels::FLASHSERVE_ISA {
 namespace {
 
 using namespace simd;
@@ -110,7 +110,7 @@ struct TokenRef {
 
 void check_f32_cache(DType kv_type, const char* op) {
   if (kv_type != DType::F32)
-    throw std::invalid_argument(std::string(op) + ": the CPU KV cache holds f32, not " + std::string(dtype_name(kv_type)));
+    throw_invalid_argument("%s: the CPU KV cache holds f32, not %s", op, dtype_name(kv_type).data());
 }
 
 }  // namespace
@@ -162,4 +162,4 @@ void paged_attention(const float* q, const void* k_cache, const void* v_cache, D
   }
 }
 
-}  // namespace flashserve::kernels
+}  // namespace flashserve::kernels::FLASHSERVE_ISA

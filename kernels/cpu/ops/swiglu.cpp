@@ -1,11 +1,12 @@
 #include "kernels/swiglu.h"
+#include "kernels/cpu/cpu_ops.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/simd.h"
 
-namespace flashserve::kernels {
+namespace flashserve::kernels::FLASHSERVE_ISA {
 namespace {
 
 using namespace simd;
@@ -44,4 +45,4 @@ void geglu(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
-}  // namespace flashserve::kernels
+}  // namespace flashserve::kernels::FLASHSERVE_ISA

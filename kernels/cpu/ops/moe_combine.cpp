@@ -1,8 +1,9 @@
 #include <algorithm>
 
 #include "kernels/moe_routing.h"
+#include "kernels/cpu/cpu_ops.h"
 
-namespace flashserve::kernels {
+namespace flashserve::kernels::FLASHSERVE_ISA {
 
 void scatter_rows(const float* src, int64_t n, int64_t dim, const int32_t* ids, float* dst) {
   for (int64_t i = 0; i < n; ++i) std::copy_n(src + i * dim, dim, dst + int64_t(ids[i]) * dim);
@@ -20,4 +21,4 @@ void weighted_sum_rows(const float* rows, const float* weights, int64_t n, int32
   }
 }
 
-}  // namespace flashserve::kernels
+}  // namespace flashserve::kernels::FLASHSERVE_ISA

@@ -6,14 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
-#include <string>
 #include <vector>
 
 #include "kernels/cpu/block_codec.h"
 #include "kernels/cpu/matmul_tile.h"
 #include "kernels/matmul.h"
+#include "kernels/cpu/cpu_ops.h"
 
-namespace flashserve::kernels {
+namespace flashserve::kernels::FLASHSERVE_ISA {
 namespace {
 
 constexpr int kBlock = 32;
@@ -271,15 +271,11 @@ void matmul_codes(const ActBlock* a, int64_t num_tokens, int64_t nb, const char*
 
 }  // namespace
 
-bool matmul_q8_supports(DType wtype) {
-  return wtype == DType::Q8_0 || wtype == DType::Q4_0 || wtype == DType::Q4_1;
-}
-
 void matmul_q8(const float* x, int64_t num_tokens, int64_t k, const void* w, DType wtype, int64_t n_out, float* y) {
   if (!matmul_q8_supports(wtype)) {
-    throw std::invalid_argument("matmul_q8: no integer dot product for " + std::string(dtype_name(wtype)));
+    throw_invalid_argument("matmul_q8: no integer dot product for %s", dtype_name(wtype).data());
   }
-  if (k % kBlock != 0) throw std::invalid_argument("matmul_q8: k=" + std::to_string(k) + " is not whole blocks of 32");
+  if (k % kBlock != 0) throw_invalid_argument("matmul_q8: k=%lld is not whole blocks of 32", (long long)k);
   if (num_tokens <= 0 || n_out <= 0) return;
   const int64_t nb = k / kBlock;
   // Reused across calls: a step's matmuls all fit the largest one's activations.
@@ -298,4 +294,4 @@ void matmul_q8(const float* x, int64_t num_tokens, int64_t k, const void* w, DTy
   }
 }
 
-}  // namespace flashserve::kernels
+}  // namespace flashserve::kernels::FLASHSERVE_ISA

@@ -1,0 +1,42 @@
+// Which compiled copy of the CPU kernels runs. Each op file is built for several instruction sets;
+// the best one this CPU and its OS support (read with cpuid at start-up) is used unless a lower one
+// is forced, so one binary runs correctly, and fast, on any x86-64 machine.
+#pragma once
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace flashserve::kernels {
+
+// Lowest to highest; each level's CPU runs every level below it.
+enum class CpuIsa {
+  Scalar,      // plain x86-64: portable C++ loops (SSE2 at most, from the compiler)
+  Avx2,        // x86-64-v3: AVX2, FMA, F16C, BMI1/2, LZCNT, MOVBE (Haswell, Zen 1 and later)
+  Avx512,      // x86-64-v4: AVX-512 F, BW, CD, DQ, VL (Skylake-SP, Zen 4 and later)
+  Avx512Vnni,  // x86-64-v4 with AVX-512 VNNI (Cascade Lake, Ice Lake, Zen 4 and later)
+};
+inline constexpr CpuIsa kCpuIsas[] = {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Vnni};
+
+const char* cpu_isa_name(CpuIsa isa);  // "scalar", "avx2", "avx512", "avx512-vnni"
+std::optional<CpuIsa> parse_cpu_isa(std::string_view name);
+
+// What the CPU reports, with the register state the OS saves (XCR0) taken into account.
+struct CpuFeatures {
+  bool avx = false, avx2 = false, fma = false, f16c = false, bmi1 = false, bmi2 = false, lzcnt = false,
+       movbe = false;
+  bool avx512f = false, avx512bw = false, avx512cd = false, avx512dq = false, avx512vl = false,
+       avx512vnni = false;
+};
+CpuFeatures cpu_features();
+bool cpu_supports(const CpuFeatures& f, CpuIsa isa);
+bool cpu_supports(CpuIsa isa);  // this machine
+CpuIsa best_cpu_isa();
+std::vector<CpuIsa> supported_cpu_isas();
+
+// The copy the public op functions (kernels/matmul.h and the rest) and new CPU backends use; starts
+// as best_cpu_isa(). set_cpu_isa throws std::invalid_argument for a level this CPU cannot run; call
+// it while no kernel is running.
+CpuIsa cpu_isa();
+void set_cpu_isa(CpuIsa isa);
+
+}  // namespace flashserve::kernels
