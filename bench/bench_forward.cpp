@@ -1,12 +1,17 @@
 // End-to-end forward steps on the real SmolLM2-135M (Q4_1) on the CPU: prefill throughput, decode
 // latency against context length, and decode throughput of a batch (weights read once per step).
 // Each runs with f32 activations (q8:0, the exact path) and 8-bit activations (q8:1) side by side.
+// BM_DecodeOnKernels repeats one decode on each compiled copy of the CPU kernels this CPU runs
+// (kernels/cpu_isa.h: 0 scalar, 1 avx2, 2 avx512, 3 avx512-vnni), BM_DecodeOnThreads on 1 and 2
+// kernel threads. The others run on the default: one thread per physical core.
 // Model: $FLASHSERVE_MODEL, else the project cache (scripts/fetch_model.sh).
 #include <benchmark/benchmark.h>
 
 #include <numeric>
 
 #include "bench/real_model.h"
+#include "kernels/cpu_isa.h"
+#include "kernels/threads.h"
 
 namespace flashserve {
 namespace {
@@ -61,6 +66,46 @@ BENCHMARK(BM_Decode)
     ->ArgNames({"batch", "context", "q8"})
     ->Args({1, 128, 0})->Args({1, 128, 1})->Args({1, 1024, 0})->Args({1, 1024, 1})
     ->Args({4, 128, 0})->Args({4, 128, 1})->Args({16, 128, 0})->Args({16, 128, 1})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One sequence with 128 tokens cached, decoding one token per iteration.
+void decode_128(benchmark::State& state, bool q8) {
+  const int32_t context = 128, blocks = context / kBlockSize + 1;
+  RunnerOptions o;
+  o.block_size = kBlockSize;
+  o.cpu_q8_activations = q8;
+  auto cache = real_runner("cpu", blocks, o);
+  SequenceInput prefill{0, some_tokens(context), {block_range(0, blocks)}, LogitRows::None};
+  cache->forward(ForwardBatch{{prefill}});
+  const ForwardBatch step{{{context, {42}, prefill.block_tables, LogitRows::Last}}};
+  for (auto _ : state) benchmark::DoNotOptimize(cache->forward(step));
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_DecodeOnThreads(benchmark::State& state) {
+  kernels::set_num_threads(int(state.range(0)));
+  decode_128(state, state.range(1) != 0);
+  kernels::set_num_threads(0);
+}
+BENCHMARK(BM_DecodeOnThreads)
+    ->ArgNames({"threads", "q8"})
+    ->ArgsProduct({{1, 2}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_DecodeOnKernels(benchmark::State& state) {
+  const kernels::CpuIsa isa = kernels::kCpuIsas[state.range(0)], before = kernels::cpu_isa();
+  if (!kernels::cpu_supports(isa)) {
+    state.SkipWithError((std::string("this CPU cannot run the ") + kernels::cpu_isa_name(isa) + " kernels").c_str());
+    return;
+  }
+  kernels::set_cpu_isa(isa);
+  decode_128(state, state.range(1) != 0);
+  state.SetLabel(kernels::cpu_isa_name(isa));
+  kernels::set_cpu_isa(before);
+}
+BENCHMARK(BM_DecodeOnKernels)
+    ->ArgNames({"kernels", "q8"})
+    ->ArgsProduct({{0, 1, 2, 3}, {0, 1}})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -106,7 +106,7 @@ build_here() {  # builds /tmp/bench_cuda_ops/bench_cuda_ops from the sources; lo
   for f in "$ROOT"/kernels/cpu/*.cpp; do
     o="$b/$(basename "$f").o"
     objs+=("$o")
-    g++ -O3 -std=c++20 -fopenmp -I"$ROOT" -c "$f" -o "$o" >>"$log" 2>&1 &
+    g++ -O3 -std=c++20 -pthread -I"$ROOT" -c "$f" -o "$o" >>"$log" 2>&1 &
     pids+=($!)
   done
   # The op files once per instruction set, as kernels/CMakeLists.txt builds them.
@@ -122,14 +122,14 @@ build_here() {  # builds /tmp/bench_cuda_ops/bench_cuda_ops from the sources; lo
       o="$b/$isa.$(basename "$f").o"
       objs+=("$o")
       # shellcheck disable=SC2086
-      g++ -O3 -std=c++20 -fopenmp $flags -DFLASHSERVE_ISA=isa_$isa -I"$ROOT" -c "$f" -o "$o" >>"$log" 2>&1 &
+      g++ -O3 -std=c++20 -pthread $flags -DFLASHSERVE_ISA=isa_$isa -I"$ROOT" -c "$f" -o "$o" >>"$log" 2>&1 &
       pids+=($!)
     done
   done
   local ok=1 p
   for p in "${pids[@]}"; do wait "$p" || ok=0; done
   [ $ok = 1 ] || { echo "build failed; see $log" >&2; tail -40 "$log" >&2; return 1; }
-  nvcc -gencode="arch=compute_$arch,code=sm_$arch" -o "$b/bench_cuda_ops" "${objs[@]}" -lcublasLt -lgomp >>"$log" 2>&1 \
+  nvcc -gencode="arch=compute_$arch,code=sm_$arch" -o "$b/bench_cuda_ops" "${objs[@]}" -lcublasLt -lpthread >>"$log" 2>&1 \
     || { echo "link failed; see $log" >&2; tail -40 "$log" >&2; return 1; }
   echo "$b/bench_cuda_ops"
 }

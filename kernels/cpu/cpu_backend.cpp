@@ -1,4 +1,4 @@
-// The CPU backend: host memory, ops run as they are called on OpenMP threads. Weights are used in
+// The CPU backend: host memory, ops run as they are called on the kernel threads (threads.cpp). Weights are used in
 // place from the memory-mapped file, never copied.
 #include <unistd.h>
 

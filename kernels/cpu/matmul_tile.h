@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/dtype.h"
 
@@ -166,14 +167,14 @@ void row_group(const char* w, size_t rb, const float* x, int64_t num_tokens, int
   if (t < num_tokens) dot_tile<D, R, 1>(w, rb, x + t * k, k, y + t * n_out, n_out);
 }
 
-// Threads take contiguous runs of R-row groups (schedule(static)); the < R leftover rows follow.
+// Threads take contiguous runs of R-row groups (Split::Even); the < R leftover rows follow.
 template <class D, int R>
 void matmul_rows(const float* x, int64_t num_tokens, int64_t k, const char* w, size_t rb,
                  int64_t n_out, float* y) {
   const int64_t groups = n_out / R;
-#pragma omp parallel for schedule(static)
-  for (int64_t g = 0; g < groups; ++g)
-    row_group<D, R>(w + g * R * rb, rb, x, num_tokens, k, y + g * R, n_out);
+  parallel_for(groups, [&](int64_t begin, int64_t end) {
+    for (int64_t g = begin; g < end; ++g) row_group<D, R>(w + g * R * rb, rb, x, num_tokens, k, y + g * R, n_out);
+  });
   for (int64_t o = groups * R; o < n_out; ++o)
     row_group<D, 1>(w + o * rb, rb, x, num_tokens, k, y + o, n_out);
 }

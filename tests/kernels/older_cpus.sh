@@ -8,7 +8,6 @@
 set -eu
 tests=$1 server=$2 model=${3:-}
 command -v qemu-x86_64 >/dev/null || { echo "qemu-x86_64 not installed (Debian: qemu-user): skipped"; exit 77; }
-export OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 

@@ -1,5 +1,6 @@
 #include "kernels/matmul.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/parallel.h"
 
 #include <cstring>
 #include <stdexcept>
@@ -226,8 +227,12 @@ void get_rows(const void* w, DType wtype, int64_t k, const int32_t* ids, int64_t
   // Checked once up front: nothing inside the parallel loop may throw.
   check_k(wtype, k);
   // Qualified: through its DType argument the call would also find the public, dispatching get_row.
-#pragma omp parallel for schedule(static) if (n > 1 && n * k >= (1 << 16))
-  for (int64_t i = 0; i < n; ++i) FLASHSERVE_ISA::get_row(w, wtype, k, ids[i], out + i * k);
+  parallel_for(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) FLASHSERVE_ISA::get_row(w, wtype, k, ids[i], out + i * k);
+      },
+      n * k >= (1 << 16));
 }
 
 }  // namespace flashserve::kernels::FLASHSERVE_ISA

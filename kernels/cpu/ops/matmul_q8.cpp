@@ -12,6 +12,7 @@
 #include "kernels/cpu/matmul_tile.h"
 #include "kernels/matmul.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/parallel.h"
 
 namespace flashserve::kernels::FLASHSERVE_ISA {
 namespace {
@@ -255,8 +256,9 @@ void row_group(const char* w, size_t rb, const ActBlock* a, int64_t num_tokens, 
 template <class C, int R>
 void matmul_rows(const ActBlock* a, int64_t num_tokens, int64_t nb, const char* w, size_t rb, int64_t n_out, float* y) {
   const int64_t groups = n_out / R;
-#pragma omp parallel for schedule(static)
-  for (int64_t g = 0; g < groups; ++g) row_group<C, R>(w + g * R * rb, rb, a, num_tokens, nb, y + g * R, n_out);
+  parallel_for(groups, [&](int64_t begin, int64_t end) {
+    for (int64_t g = begin; g < end; ++g) row_group<C, R>(w + g * R * rb, rb, a, num_tokens, nb, y + g * R, n_out);
+  });
   for (int64_t o = groups * R; o < n_out; ++o) row_group<C, 1>(w + o * rb, rb, a, num_tokens, nb, y + o, n_out);
 }
 
@@ -282,8 +284,12 @@ void matmul_q8(const float* x, int64_t num_tokens, int64_t k, const void* w, DTy
   thread_local std::vector<ActBlock> act;
   act.resize(size_t(num_tokens * nb));
   ActBlock* a = act.data();
-#pragma omp parallel for schedule(static) if (num_tokens * k >= (1 << 16))
-  for (int64_t i = 0; i < num_tokens * nb; ++i) quantize_block(x + i * kBlock, a[i]);
+  parallel_for(
+      num_tokens * nb,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) quantize_block(x + i * kBlock, a[i]);
+      },
+      num_tokens * k >= (1 << 16));
   const auto* wb = static_cast<const char*>(w);
   const size_t rb = row_bytes(wtype, k);
   switch (wtype) {

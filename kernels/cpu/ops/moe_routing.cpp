@@ -1,5 +1,6 @@
 #include "kernels/moe_routing.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -71,10 +72,14 @@ void moe_route(const float* logits, int64_t num_tokens, int32_t num_experts, int
                const MoeRouting& out) {
   check_args(num_tokens, num_experts, top_k);
   if (num_tokens * top_k > INT32_MAX) throw std::invalid_argument("moe_route: assignments overflow int32");
-#pragma omp parallel for schedule(static) if (num_tokens * num_experts >= (1 << 14))
-  for (int64_t t = 0; t < num_tokens; ++t)
-    route_token(logits + t * num_experts, num_experts, top_k, renormalize, out.topk_ids + t * top_k,
-                out.topk_weights + t * top_k);
+  parallel_for(
+      num_tokens,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t)
+          route_token(logits + t * num_experts, num_experts, top_k, renormalize, out.topk_ids + t * top_k,
+                      out.topk_weights + t * top_k);
+      },
+      num_tokens * num_experts >= (1 << 14));
   group_by_expert(out.topk_ids, num_tokens * top_k, num_experts, out.expert_offsets, out.sorted_assignments);
 }
 

@@ -1,5 +1,6 @@
 #include "kernels/paged_attention.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/parallel.h"
 
 #include <algorithm>
 #include <cstring>
@@ -113,6 +114,12 @@ void check_f32_cache(DType kv_type, const char* op) {
     throw_invalid_argument("%s: the CPU KV cache holds f32, not %s", op, dtype_name(kv_type).data());
 }
 
+// A thread's score buffer, reused across calls. Wrapped in a type of this copy's namespace: a
+// thread_local std::vector<float> would make its destructor a weak symbol the copies share.
+struct Scratch {
+  std::vector<float> scores;
+};
+
 }  // namespace
 
 void kv_write(const KvLayout& layout, DType kv_type, void* k_cache, void* v_cache, const float* k, const float* v,
@@ -143,23 +150,19 @@ void paged_attention(const float* q, const void* k_cache, const void* v_cache, D
   const auto* vc = static_cast<const float*>(v_cache);
 
   // Work items are (token, KV head) pairs, each computed whole by one thread, so any schedule is
-  // deterministic; dynamic balances causal prefill, where late tokens see many more positions.
-#pragma omp parallel
-  {
-    std::vector<float> scratch;
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t it = 0; it < items; ++it) {
-      const TokenRef tok = tokens[size_t(it / layout.num_kv_heads)];
-      if (tok.seq < 0 || tok.context <= 0) continue;  // row not covered by any sequence, or padding
-      const int32_t kv_head = int32_t(it % layout.num_kv_heads);
-      scratch.resize(std::max(scratch.size(), size_t(group) * size_t(tok.context + 1)));
-      const int64_t row = (it / layout.num_kv_heads * num_heads + int64_t(kv_head) * group) * hd;
-      const HeadGroup g{q + row, out + row, group};
-      const int32_t* table = batch.block_tables + int64_t(tok.seq) * batch.max_blocks_per_seq;
-      const int32_t first = batch.window > 0 ? std::max(0, tok.context - batch.window) : 0;
-      attend_group(KvView{layout, table, kv_head}, kc, vc, g, first, tok.context, scale, scratch.data());
-    }
-  }
+  // deterministic; one by one balances causal prefill, where late tokens see many more positions.
+  parallel_for_each(items, [&](int64_t it) {
+    thread_local Scratch scratch;
+    const TokenRef tok = tokens[size_t(it / layout.num_kv_heads)];
+    if (tok.seq < 0 || tok.context <= 0) return;  // row not covered by any sequence, or padding
+    const int32_t kv_head = int32_t(it % layout.num_kv_heads);
+    scratch.scores.resize(std::max(scratch.scores.size(), size_t(group) * size_t(tok.context + 1)));
+    const int64_t row = (it / layout.num_kv_heads * num_heads + int64_t(kv_head) * group) * hd;
+    const HeadGroup g{q + row, out + row, group};
+    const int32_t* table = batch.block_tables + int64_t(tok.seq) * batch.max_blocks_per_seq;
+    const int32_t first = batch.window > 0 ? std::max(0, tok.context - batch.window) : 0;
+    attend_group(KvView{layout, table, kv_head}, kc, vc, g, first, tok.context, scale, scratch.scores.data());
+  });
 }
 
 }  // namespace flashserve::kernels::FLASHSERVE_ISA

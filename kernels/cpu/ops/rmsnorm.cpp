@@ -1,5 +1,6 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/parallel.h"
 
 #include <cmath>
 
@@ -34,19 +35,27 @@ void add_row(float* x, const float* residual, int64_t dim) {
 }  // namespace
 
 void rmsnorm(const float* x, const float* weight, float* y, int64_t num_rows, int64_t dim, float eps) {
-#pragma omp parallel for schedule(static) if (num_rows > 1 && num_rows * dim >= kParallelMin)
-  for (int64_t r = 0; r < num_rows; ++r) rmsnorm_row(x + r * dim, weight, y + r * dim, dim, eps);
+  parallel_for(
+      num_rows,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) rmsnorm_row(x + r * dim, weight, y + r * dim, dim, eps);
+      },
+      num_rows * dim >= kParallelMin);
 }
 
 // Row by row, so the norm reads the summed row while it is still in cache; the add is exact IEEE
 // addition either way, so y equals a separate add followed by rmsnorm() bit for bit.
 void add_rmsnorm(float* x, const float* residual, const float* weight, float* y, int64_t num_rows, int64_t dim,
                  float eps) {
-#pragma omp parallel for schedule(static) if (num_rows > 1 && num_rows * dim >= kParallelMin)
-  for (int64_t r = 0; r < num_rows; ++r) {
-    add_row(x + r * dim, residual + r * dim, dim);
-    rmsnorm_row(x + r * dim, weight, y + r * dim, dim, eps);
-  }
+  parallel_for(
+      num_rows,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          add_row(x + r * dim, residual + r * dim, dim);
+          rmsnorm_row(x + r * dim, weight, y + r * dim, dim, eps);
+        }
+      },
+      num_rows * dim >= kParallelMin);
 }
 
 }  // namespace flashserve::kernels::FLASHSERVE_ISA

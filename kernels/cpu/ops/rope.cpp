@@ -1,5 +1,6 @@
 #include "kernels/rope.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/parallel.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -44,16 +45,20 @@ void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_he
     freq[i] = double(p.freq_scale) * std::pow(double(p.theta_base), -2.0 * double(i) / double(p.rot_dim));
     if (p.freq_factors) freq[i] /= double(p.freq_factors[i]);
   }
-#pragma omp parallel for schedule(static) if (num_tokens * num_heads * head_dim >= (1 << 15))
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    std::vector<float> cos(static_cast<size_t>(pairs)), sin(static_cast<size_t>(pairs));
-    for (int64_t i = 0; i < pairs; ++i) {
-      const double angle = double(positions[t]) * freq[i];
-      cos[i] = float(std::cos(angle));
-      sin[i] = float(std::sin(angle));
-    }
-    rotate_token(x + t * num_heads * head_dim, num_heads, head_dim, cos, sin, p.neox);
-  }
+  parallel_for(
+      num_tokens,
+      [&](int64_t begin, int64_t end) {
+        std::vector<float> cos(static_cast<size_t>(pairs)), sin(static_cast<size_t>(pairs));
+        for (int64_t t = begin; t < end; ++t) {
+          for (int64_t i = 0; i < pairs; ++i) {
+            const double angle = double(positions[t]) * freq[i];
+            cos[i] = float(std::cos(angle));
+            sin[i] = float(std::sin(angle));
+          }
+          rotate_token(x + t * num_heads * head_dim, num_heads, head_dim, cos, sin, p.neox);
+        }
+      },
+      num_tokens * num_heads * head_dim >= (1 << 15));
 }
 
 }  // namespace flashserve::kernels::FLASHSERVE_ISA

@@ -1,5 +1,6 @@
 #include "kernels/swiglu.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -29,20 +30,25 @@ void swiglu_span(const float* gate, const float* up, float* out, int64_t n) {
 // Each element is a lane-wise function of its inputs, so chunking cannot change a result.
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (chunks > 1)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = c * kChunk;
-    swiglu_span(gate + begin, up + begin, out + begin, std::min(kChunk, n - begin));
-  }
+  parallel_for(chunks, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      const int64_t begin = c * kChunk;
+      swiglu_span(gate + begin, up + begin, out + begin, std::min(kChunk, n - begin));
+    }
+  });
 }
 
 void geglu(const float* gate, const float* up, float* out, int64_t n) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
-#pragma omp parallel for schedule(static) if (n > kChunk)
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
-  }
+  parallel_for(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          const float g = gate[i];
+          out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+        }
+      },
+      n > kChunk);
 }
 
 }  // namespace flashserve::kernels::FLASHSERVE_ISA
