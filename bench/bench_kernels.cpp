@@ -1,14 +1,17 @@
 // Kernel throughput at SmolLM2-135M shapes (dim 576, ffn 1536, vocab 49152).
 // bytes_per_second counts weight (matmul) or KV-cache (attention) bytes read once per iteration;
-// FLOP/s counts 2 per multiply-add.
+// FLOP/s counts 2 per multiply-add. BM_ReadBandwidth is the floor under decode: a token's step
+// reads every weight once, so it takes at least weight bytes / this rate.
 #include <benchmark/benchmark.h>
 
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/dtype.h"
 #include "kernels/matmul.h"
 #include "kernels/paged_attention.h"
+#include "kernels/threads.h"
 
 namespace {
 
@@ -60,6 +63,21 @@ BENCHMARK_CAPTURE(BM_Matmul, Q4_1, DType::Q4_1)->Apply(MatmulShapes);
 BENCHMARK_CAPTURE(BM_Matmul, Q8_0_q8, DType::Q8_0, true)->Apply(MatmulShapes);
 BENCHMARK_CAPTURE(BM_Matmul, Q4_0_q8, DType::Q4_0, true)->Apply(MatmulShapes);
 BENCHMARK_CAPTURE(BM_Matmul, Q4_1_q8, DType::Q4_1, true)->Apply(MatmulShapes);
+BENCHMARK_CAPTURE(BM_Matmul, Q5_0, DType::Q5_0)->Apply(MatmulShapes);
+BENCHMARK_CAPTURE(BM_Matmul, Q5_0_q8, DType::Q5_0, true)->Apply(MatmulShapes);
+
+// The super-block formats need k in whole 256s: TinyLlama-1.1B's shapes (dim 2048, ffn 5632).
+void SuperBlockShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"n_out", "k", "tokens"});
+  for (int64_t nt : {1, 64})
+    for (auto [n_out, k] : {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}, {2048, 5632}}) b->Args({n_out, k, nt});
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+BENCHMARK_CAPTURE(BM_Matmul, Q4_K, DType::Q4_K)->Apply(SuperBlockShapes);
+BENCHMARK_CAPTURE(BM_Matmul, Q4_K_q8, DType::Q4_K, true)->Apply(SuperBlockShapes);
+BENCHMARK_CAPTURE(BM_Matmul, Q6_K, DType::Q6_K)->Apply(SuperBlockShapes);
+BENCHMARK_CAPTURE(BM_Matmul, Q6_K_q8, DType::Q6_K, true)->Apply(SuperBlockShapes);
 
 // SmolLM2 attention geometry: 9 query heads over 3 KV heads of 64 dims, 16-position blocks.
 // Args: sequences, context length, queries per sequence (1 = decode, context = prefill).
@@ -98,5 +116,34 @@ BENCHMARK(BM_PagedAttention)
     ->Args({1, 512, 512})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
+
+// Reads a buffer far larger than the caches on the kernel threads (Split::Even, as the matmuls
+// split their rows), summing it so no read is skipped. Arg: MiB.
+void BM_ReadBandwidth(benchmark::State& state) {
+  const size_t words = size_t(state.range(0)) << 17;  // 8-byte words per MiB
+  std::vector<uint64_t> data(words, 1);
+  const int threads = num_threads();
+  struct Job {
+    const uint64_t* data;
+    size_t words, threads;
+    std::vector<uint64_t> sums;  // thread t's at 8 t: a cache line each
+  } job{data.data(), words, size_t(threads), std::vector<uint64_t>(8 * size_t(threads))};
+  for (auto _ : state) {
+    run_parallel(
+        threads,
+        [](void* ctx, int64_t begin, int64_t end) {
+          auto& j = *static_cast<Job*>(ctx);
+          for (int64_t t = begin; t < end; ++t) {
+            uint64_t s = 0;
+            for (size_t i = j.words * size_t(t) / j.threads; i < j.words * size_t(t + 1) / j.threads; ++i) s += j.data[i];
+            j.sums[8 * size_t(t)] = s;
+          }
+        },
+        &job, Split::Even);
+    benchmark::DoNotOptimize(job.sums.data());
+  }
+  state.SetBytesProcessed(state.iterations() * int64_t(words * sizeof(uint64_t)));
+}
+BENCHMARK(BM_ReadBandwidth)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -157,8 +157,8 @@ class Buffer {
   size_t bytes_ = 0;
 };
 
-// q8_activations: matmuls over Q8_0, Q4_0 and Q4_1 weights quantize their activations to 8 bits and
-// use integer dots (kernels::matmul_q8); otherwise every matmul keeps f32 activations (the exact path).
+// q8_activations: matmuls over quantized weights quantize their activations to 8 bits and use
+// integer dots (kernels::matmul_q8); otherwise every matmul keeps f32 activations (the exact path).
 // isa: the compiled copy of the ops it runs (kernels/cpu_isa.h), cpu_isa() when absent; one this CPU
 // cannot run throws std::invalid_argument.
 std::unique_ptr<Backend> make_cpu_backend(bool q8_activations = false, std::optional<CpuIsa> isa = std::nullopt);

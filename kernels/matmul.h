@@ -17,10 +17,10 @@ void matmul(const float* x, int64_t num_tokens, int64_t k, const void* w, DType 
 
 // The same product with 8-bit activations, as the fastest CPU engines compute it: each token's row
 // of x quantized once to blocks of 32 (a float scale, round to nearest even), then integer dot
-// products with the weight blocks (AVX2 maddubs where present). Close to matmul, not equal: each
-// activation moves by up to half its block's step. Still batch invariant, and bit-identical between
-// the scalar and the vector code. For Q8_0, Q4_0 and Q4_1 weights (matmul_q8_supports); others throw
-// std::invalid_argument.
+// products with the weights' codes (AVX2 maddubs, AVX-512 VNNI where present). Close to matmul, not
+// equal: each activation moves by up to half its block's step. Still batch invariant, and
+// bit-identical between the scalar and the vector code. For every quantized weight format
+// (matmul_q8_supports); float weights throw std::invalid_argument.
 bool matmul_q8_supports(DType wtype);
 void matmul_q8(const float* x, int64_t num_tokens, int64_t k, const void* w, DType wtype, int64_t n_out, float* y);
 

@@ -50,7 +50,7 @@ void EngineOptions::add_to(CLI::App& app) {
   app.add_option("--chat-template", chat_template_file, "Jinja chat template file used instead of the model's own")
       ->check(CLI::ExistingFile);
   app.add_option("--cpu-activations", cpu_activations,
-                 "cpu: q8 quantizes activations to 8 bits for integer dots with Q8_0/Q4_0/Q4_1 weights (as "
+                 "cpu: q8 quantizes activations to 8 bits for integer dots with quantized weights (as "
                  "llama.cpp does; experimental, not yet faster end to end); f32 keeps them exact")
       ->check(CLI::IsMember({"q8", "f32"}))
       ->capture_default_str();

@@ -22,7 +22,7 @@ class CpuBackend final : public Backend {
   CpuBackend(bool q8_activations, CpuIsa isa) : q8_(q8_activations), isa_(isa), ops_(cpu_ops(isa)) {}
   std::string name() const override {
     return std::string("cpu (") + cpu_isa_name(isa_) + " kernels, " + std::to_string(num_threads()) + " threads, " +
-           (q8_ ? "8-bit activations for Q8_0/Q4_x weights" : "f32 activations") + ")";
+           (q8_ ? "8-bit activations for quantized weights" : "f32 activations") + ")";
   }
   bool is_host() const override { return true; }
 

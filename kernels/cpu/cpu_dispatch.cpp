@@ -146,7 +146,7 @@ void throw_invalid_argument(const char* format, ...) {
 }
 
 bool matmul_q8_supports(DType wtype) {
-  return wtype == DType::Q8_0 || wtype == DType::Q4_0 || wtype == DType::Q4_1;
+  return wtype != DType::F32 && wtype != DType::F16 && wtype != DType::BF16;
 }
 
 void matmul(const float* x, int64_t num_tokens, int64_t k, const void* w, DType wtype, int64_t n_out, float* y) {

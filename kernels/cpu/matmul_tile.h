@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cpu/kquant_codec.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/dtype.h"
@@ -72,6 +73,45 @@ inline __m256i bit_of_bytes(__m256i bytes, int bit, char value) {
 inline __m256i iq4_lookup(__m256i nibbles) {
   const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Values));
   return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(table), nibbles);
+}
+
+// Each quantized format's 32 codes of a chunk as bytes, shared by the float decoders
+// (matmul.cpp, matmul_kquants.cpp) and the integer dots (matmul_q8.cpp).
+
+// Q5_0 / Q5_1: four low bits from the nibbles, the fifth from qh; 0..31.
+inline __m256i q5_bytes(const uint8_t* qs, const uint8_t* qh) {
+  return _mm256_or_si256(nibble_bytes(qs), bit_bytes(codec::load_u32(qh), 16));
+}
+
+// The 2-bit fields of Q2_K / Q3_K chunk c.
+inline __m256i two_bit_quants(const uint8_t* qs, int c) {
+  return _mm256_and_si256(shift_right(load_bytes32(qs + 32 * (c / 4)), 2 * (c % 4)), _mm256_set1_epi8(3));
+}
+
+// Q3_K chunk c: q = low - 4, plus 4 back where the hmask bit is set; -4..3.
+inline __m256i q3k_bytes(const BlockQ3_K& b, int c) {
+  const __m256i low = _mm256_add_epi8(two_bit_quants(b.qs, c), bit_of_bytes(load_bytes32(b.hmask), c, 4));
+  return _mm256_sub_epi8(low, _mm256_set1_epi8(4));
+}
+
+// The low four bits of Q4_K / Q5_K chunk c.
+template <class Block>
+inline __m256i k_nibbles(const Block& b, int c) {
+  return _mm256_and_si256(shift_right(load_bytes32(b.qs + 32 * (c / 2)), 4 * (c % 2)), _mm256_set1_epi8(0x0f));
+}
+
+inline __m256i q5k_bytes(const BlockQ5_K& b, int c) {
+  return _mm256_or_si256(k_nibbles(b, c), bit_of_bytes(load_bytes32(b.qh), c, 16));
+}
+
+// Q6_K chunk c: q - 32, -32..31.
+inline __m256i q6k_bytes(const BlockQ6_K& b, int c) {
+  const int h = c / 4, g = c % 4;
+  const __m256i lo = _mm256_and_si256(shift_right(load_bytes32(b.ql + 64 * h + 32 * (g % 2)), 4 * (g / 2)),
+                                      _mm256_set1_epi8(0x0f));
+  const __m256i hi = _mm256_and_si256(shift_right(load_bytes32(b.qh + 32 * h), 2 * g), _mm256_set1_epi8(3));
+  // hi < 4, so shifting 16-bit lanes by 4 cannot carry into the neighbouring byte.
+  return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
 }
 
 // A chunk's 32 byte values (signed or unsigned) as kVecs float vectors.

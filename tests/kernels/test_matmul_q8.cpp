@@ -22,7 +22,9 @@ namespace {
 
 using namespace kernels;
 
-constexpr DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1};
+// Every quantized format; the float ones have no integer codes.
+constexpr DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q2_K,
+                            DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K, DType::IQ4_XS};
 
 std::vector<float> run_q8(const std::vector<float>& x, int64_t nt, int64_t k, const std::vector<uint8_t>& w, DType t,
                           int64_t n_out) {
@@ -33,40 +35,147 @@ std::vector<float> run_q8(const std::vector<float>& x, int64_t nt, int64_t k, co
 
 float f16(const uint8_t* p) { return float(ref_half(read_u16(p))); }
 
-// The contract, written out with no vectors: per block, eight exact lane sums scaled into the even
-// or the odd blocks' float lanes, the offset term (a multiple of d * sum q) into its own sum.
+// A 32-element chunk of weights as the contract sees it: value = code * scale + offset, with a scale
+// for elements 0..15 and one for 16..31; an offset per chunk (times the activations' d * sum q) or per
+// half (times each half's). Read from GGML's byte layouts, as ref_quants::elem reads the values.
+struct Chunk {
+  int code[32];
+  float scale[2];
+  enum { kNone, kWhole, kHalves } offset_kind = kNone;
+  float offset[2] = {0.0f, 0.0f};
+};
+
+Chunk chunk_of(DType t, const uint8_t* row, int64_t chunk) {
+  using ref_quants::kCodebook;
+  using ref_quants::nibble;
+  Chunk ch;
+  auto both = [&](float s) { ch.scale[0] = ch.scale[1] = s; };
+  const int c = int(chunk % 8);  // within a super-block
+  switch (t) {
+    case DType::Q8_0: {
+      const uint8_t* b = row + 34 * chunk;
+      for (int e = 0; e < 32; ++e) ch.code[e] = int8_t(b[2 + e]);
+      both(f16(b));
+      break;
+    }
+    case DType::Q4_0:
+    case DType::Q4_1: {
+      const uint8_t* b = row + (t == DType::Q4_0 ? 18 : 20) * chunk;
+      for (int e = 0; e < 32; ++e) ch.code[e] = nibble(b + (t == DType::Q4_0 ? 2 : 4), e);
+      both(f16(b));
+      ch.offset_kind = Chunk::kWhole;
+      ch.offset[0] = t == DType::Q4_0 ? -8.0f * f16(b) : f16(b + 2);
+      break;
+    }
+    case DType::Q5_0:
+    case DType::Q5_1: {
+      const bool one = t == DType::Q5_1;
+      const uint8_t* b = row + (one ? 24 : 22) * chunk;
+      const uint32_t qh = ref_quants::u32(b + (one ? 4 : 2));
+      for (int e = 0; e < 32; ++e) ch.code[e] = (nibble(b + (one ? 8 : 6), e) | int((qh >> e) & 1) << 4) - (one ? 0 : 16);
+      both(f16(b));
+      if (one) {
+        ch.offset_kind = Chunk::kWhole;
+        ch.offset[0] = f16(b + 2);
+      }
+      break;
+    }
+    case DType::IQ4_NL: {
+      const uint8_t* b = row + 18 * chunk;
+      for (int e = 0; e < 32; ++e) ch.code[e] = kCodebook[nibble(b + 2, e)];
+      both(f16(b));
+      break;
+    }
+    case DType::Q2_K: {  // scales[16] qs[64] d dmin
+      const uint8_t* b = row + 84 * (chunk / 8);
+      for (int e = 0; e < 32; ++e) ch.code[e] = (b[16 + 32 * (c / 4) + e] >> (2 * (c % 4))) & 3;
+      ch.offset_kind = Chunk::kHalves;
+      for (int h = 0; h < 2; ++h) {
+        ch.scale[h] = f16(b + 80) * float(b[2 * c + h] & 15);
+        ch.offset[h] = -(f16(b + 82) * float(b[2 * c + h] >> 4));
+      }
+      break;
+    }
+    case DType::Q3_K: {  // hmask[32] qs[64] scales[12] d
+      const uint8_t* b = row + 110 * (chunk / 8);
+      for (int e = 0; e < 32; ++e) {
+        ch.code[e] = ((b[32 + 32 * (c / 4) + e] >> (2 * (c % 4))) & 3) - ((b[e] >> c) & 1 ? 0 : 4);
+      }
+      for (int h = 0; h < 2; ++h) {
+        const int i = 2 * c + h;
+        const int s = ((b[96 + i % 8] >> (4 * (i / 8))) & 15) | ((b[96 + 8 + i % 4] >> (2 * (i / 4))) & 3) << 4;
+        ch.scale[h] = f16(b + 108) * float(s - 32);
+      }
+      break;
+    }
+    case DType::Q4_K:
+    case DType::Q5_K: {  // d dmin scales[12] (qh[32]) qs[128]
+      const bool five = t == DType::Q5_K;
+      const uint8_t* b = row + (five ? 176 : 144) * (chunk / 8);
+      const uint8_t* qs = b + (five ? 48 : 16) + 32 * (c / 2);
+      for (int e = 0; e < 32; ++e) {
+        ch.code[e] = ((qs[e] >> (4 * (c % 2))) & 15) | (five ? ((b[16 + e] >> c) & 1) << 4 : 0);
+      }
+      both(f16(b) * float(ref_quants::k_code(b + 4, c, 0)));
+      ch.offset_kind = Chunk::kWhole;
+      ch.offset[0] = -(f16(b + 2) * float(ref_quants::k_code(b + 4, c, 1)));
+      break;
+    }
+    case DType::Q6_K: {  // ql[128] qh[64] scales[16] d
+      const uint8_t* b = row + 210 * (chunk / 8);
+      const int h = c / 4, g = c % 4;
+      for (int e = 0; e < 32; ++e) {
+        const int lo = (b[64 * h + 32 * (g % 2) + e] >> (4 * (g / 2))) & 15;
+        ch.code[e] = (lo | ((b[128 + 32 * h + e] >> (2 * g)) & 3) << 4) - 32;
+      }
+      for (int half = 0; half < 2; ++half) ch.scale[half] = f16(b + 208) * float(int8_t(b[192 + 2 * c + half]));
+      break;
+    }
+    case DType::Q8_K: {  // f32 d, qs[256], bsums
+      const uint8_t* b = row + 292 * (chunk / 8);
+      for (int e = 0; e < 32; ++e) ch.code[e] = int8_t(b[4 + 32 * c + e]);
+      float d;
+      std::memcpy(&d, b, 4);
+      both(d);
+      break;
+    }
+    case DType::IQ4_XS: {  // d scales_h scales_l[4] qs[128]
+      const uint8_t* b = row + 136 * (chunk / 8);
+      for (int e = 0; e < 32; ++e) ch.code[e] = kCodebook[nibble(b + 8 + 16 * c, e)];
+      const int s = ((b[4 + c / 2] >> (4 * (c % 2))) & 15) | ((read_u16(b + 2) >> (2 * c)) & 3) << 4;
+      both(f16(b) * float(s - 32));
+      break;
+    }
+    default: ADD_FAILURE() << "no chunk reader for " << dtype_name(t);
+  }
+  return ch;
+}
+
+// The contract, written out with no vectors: per chunk, eight exact lane sums scaled into the even
+// or the odd chunks' float lanes, the offset terms (multiples of d * sum q) into their own sum.
 float plain_dot(const float* x, const uint8_t* row, int64_t k, DType t) {
   float lanes[2][8] = {}, off = 0.0f;
-  const size_t bb = size_t(block_bytes(t));
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* xb = x + b * 32;
-    const uint8_t* wb = row + size_t(b) * bb;
     float amax = 0.0f;
     for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
     const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    int q[32], sum = 0;
+    int q[32], sum[2] = {0, 0};
     for (int i = 0; i < 32; ++i) {
       const float v = xb[i] * id;
       q[i] = std::isnan(v) ? 0 : int(std::nearbyint(std::clamp(v, -127.0f, 127.0f)));
-      sum += q[i];
+      sum[i / 16] += q[i];
     }
-    const float s = d * float(sum);
-    int code[32];
-    const float scale = f16(wb);
-    if (t == DType::Q8_0) {
-      for (int e = 0; e < 32; ++e) code[e] = int8_t(wb[2 + e]);
-    } else {
-      const uint8_t* qs = wb + (t == DType::Q4_0 ? 2 : 4);
-      for (int e = 0; e < 16; ++e) {
-        code[e] = qs[e] & 0x0f;
-        code[e + 16] = qs[e] >> 4;
-      }
-      off = std::fma(t == DType::Q4_0 ? -8.0f * scale : f16(wb + 2), s, off);
-    }
+    const Chunk ch = chunk_of(t, row, b);
     for (int i = 0; i < 8; ++i) {
       int lane = 0;
-      for (int e = 4 * i; e < 4 * i + 4; ++e) lane += code[e] * q[e];
-      lanes[b % 2][i] = std::fma(float(lane), scale * d, lanes[b % 2][i]);
+      for (int e = 4 * i; e < 4 * i + 4; ++e) lane += ch.code[e] * q[e];
+      lanes[b % 2][i] = std::fma(float(lane), ch.scale[i / 4] * d, lanes[b % 2][i]);
+    }
+    if (ch.offset_kind == Chunk::kWhole) off = std::fma(ch.offset[0], d * float(sum[0] + sum[1]), off);
+    if (ch.offset_kind == Chunk::kHalves) {
+      off = std::fma(ch.offset[0], d * float(sum[0]), off);
+      off = std::fma(ch.offset[1], d * float(sum[1]), off);
     }
   }
   float l[8];
@@ -81,9 +190,12 @@ struct Case {
 TEST(MatmulQ8, EqualsThePlainContractBitForBit) {
   std::mt19937 rng(71);
   for (DType t : kTypes) {
-    for (const Case c : {Case{1, 64, 9}, Case{1, 96, 5}, Case{5, 576, 13}, Case{3, 160, 7}, Case{8, 1536, 6}}) {
+    const bool super = block_elems(t) == 256;
+    const std::vector<Case> cases = super ? std::vector<Case>{{1, 256, 9}, {5, 512, 13}, {3, 768, 7}, {8, 1536, 6}}
+                                          : std::vector<Case>{{1, 64, 9}, {1, 96, 5}, {5, 576, 13}, {3, 160, 7}, {8, 1536, 6}};
+    for (const Case c : cases) {
       // Raw blocks reach every code and scale; activations span magnitudes, with zero blocks.
-      const auto w = random_blocks(rng, t, c.n_out * c.k / 32);
+      const auto w = random_blocks(rng, t, c.n_out * c.k / block_elems(t));
       auto x = random_floats(rng, size_t(c.nt * c.k), -3.0f, 3.0f);
       for (int64_t i = 0; i < 32; ++i) x[size_t(i)] = 0.0f;
       for (size_t i = 64; i < x.size(); i += 97) x[i] *= 1000.0f;
@@ -104,8 +216,9 @@ TEST(MatmulQ8, EqualsThePlainContractBitForBit) {
 // Any token of a batch equals itself alone, at every thread count.
 TEST(MatmulQ8, BatchAndThreadInvariant) {
   std::mt19937 rng(72);
-  const int64_t k = 576, n_out = 37, nt = 11;
+  const int64_t n_out = 37, nt = 11;
   for (DType t : kTypes) {
+    const int64_t k = block_elems(t) == 256 ? 768 : 576;
     const auto w = quantized_rows(rng, t, n_out, k);
     const auto x = random_floats(rng, size_t(nt * k));
     const auto batch = run_q8(x, nt, k, w, t, n_out);
@@ -157,14 +270,16 @@ TEST(MatmulQ8, WithinTheActivationRoundingOfTheExactProduct) {
   }
 }
 
-TEST(MatmulQ8, RefusesOtherFormatsAndPartialBlocks) {
-  std::vector<float> x(64), y(1);
-  std::vector<uint8_t> w(1024);
-  for (DType t : {DType::F32, DType::F16, DType::Q5_0, DType::Q4_K}) {
+TEST(MatmulQ8, RefusesFloatFormatsAndPartialBlocks) {
+  std::vector<float> x(512), y(1);
+  std::vector<uint8_t> w(4096);
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
     EXPECT_FALSE(matmul_q8_supports(t));
     EXPECT_THROW(matmul_q8(x.data(), 1, 64, w.data(), t, 1, y.data()), std::invalid_argument);
   }
+  for (DType t : kTypes) EXPECT_TRUE(matmul_q8_supports(t)) << dtype_name(t);
   EXPECT_THROW(matmul_q8(x.data(), 1, 48, w.data(), DType::Q8_0, 1, y.data()), std::invalid_argument);
+  EXPECT_THROW(matmul_q8(x.data(), 1, 288, w.data(), DType::Q4_K, 1, y.data()), std::invalid_argument);
 }
 
 }  // namespace

@@ -253,6 +253,7 @@ INSTANTIATE_TEST_SUITE_P(ExpertsAndWeightTypes, MoeForwardVsReference,
 struct FfnCase {
   int32_t experts, used;  // 0, 0: dense
   bool q8 = false;        // 8-bit activations and integer dots (the CPU's fast path)
+  DType matrix = DType::Q4_1;
 };
 
 // Every invariance holds for dense and mixture-of-experts models alike: MoE regroups rows by
@@ -261,7 +262,11 @@ class ForwardInvariance : public ::testing::TestWithParam<FfnCase> {
  protected:
   void SetUp() override {
     test::TinyModelSpec spec;
-    spec.matrix_type = DType::Q4_1;
+    spec.matrix_type = GetParam().matrix;
+    if (kernels::block_elems(spec.matrix_type) == 256) {  // super-blocks need rows of whole 256s
+      spec.dim = 256;
+      spec.ffn_dim = 512;
+    }
     spec.embd_type = DType::Q8_0;
     spec.num_experts = GetParam().experts;
     spec.experts_used = GetParam().used;
@@ -275,12 +280,14 @@ class ForwardInvariance : public ::testing::TestWithParam<FfnCase> {
 
 INSTANTIATE_TEST_SUITE_P(Ffn, ForwardInvariance,
                          ::testing::Values(FfnCase{0, 0}, FfnCase{8, 2}, FfnCase{4, 1}, FfnCase{0, 0, true},
-                                           FfnCase{8, 2, true}),
+                                           FfnCase{8, 2, true}, FfnCase{0, 0, true, DType::Q4_K},
+                                           FfnCase{0, 0, true, DType::Q6_K}),
                          [](const ::testing::TestParamInfo<FfnCase>& info) {
                            const FfnCase& c = info.param;
                            return (c.experts == 0 ? std::string("Dense")
                                                   : "Moe" + std::to_string(c.experts) + "Top" + std::to_string(c.used)) +
-                                  (c.q8 ? "Q8Activations" : "");
+                                  (c.q8 ? "Q8Activations" : "") +
+                                  (c.matrix == DType::Q4_1 ? "" : std::string(kernels::dtype_name(c.matrix)));
                          });
 
 TEST_P(ForwardInvariance, ShuffledBlockTableMatchesContiguous) {

@@ -8,7 +8,7 @@ namespace flashserve::test {
 
 // A pool of `num_blocks` blocks for each of the model's KV groups (model/kv_groups.h): exactly
 // num_blocks for a model without sliding-window layers.
-// q8: 8-bit activations for Q8_0/Q4_x weights (make_cpu_backend), else the exact f32 path.
+// q8: 8-bit activations for quantized weights (make_cpu_backend), else the exact f32 path.
 std::unique_ptr<LlamaRunner> cpu_runner(const LlamaModel& model, int32_t num_blocks, int32_t block_size = 16,
                                         bool q8 = false);
 

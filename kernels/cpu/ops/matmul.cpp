@@ -148,8 +148,7 @@ struct Q5_0W : BlockW<BlockQ5_0> {
   static void decode(const char* p, int, V* w) {
     const auto& b = *reinterpret_cast<const BlockQ5_0*>(p);
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
-    const __m256i q = _mm256_or_si256(nibble_bytes(b.qs), bit_bytes(codec::load_u32(b.qh), 16));
-    widen_bytes<true>(_mm256_sub_epi8(q, _mm256_set1_epi8(16)), w);
+    widen_bytes<true>(_mm256_sub_epi8(q5_bytes(b.qs, b.qh), _mm256_set1_epi8(16)), w);
     const V d = set1(half_scale(b.d));
     for (int i = 0; i < kVecs; ++i) w[i] = mul(w[i], d);
 #else
@@ -162,7 +161,7 @@ struct Q5_1W : BlockW<BlockQ5_1> {
   static void decode(const char* p, int, V* w) {
     const auto& b = *reinterpret_cast<const BlockQ5_1*>(p);
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
-    widen_bytes<false>(_mm256_or_si256(nibble_bytes(b.qs), bit_bytes(codec::load_u32(b.qh), 16)), w);
+    widen_bytes<false>(q5_bytes(b.qs, b.qh), w);
     const V d = set1(half_scale(b.d));
     const V m = set1(half_scale(b.m));
     for (int i = 0; i < kVecs; ++i) w[i] = fma(w[i], d, m);

@@ -18,11 +18,6 @@ struct SuperBlockW {
 
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
 
-// The 2-bit fields of Q2_K / Q3_K chunk c.
-__m256i two_bit_quants(const uint8_t* qs, int c) {
-  return _mm256_and_si256(shift_right(load_bytes32(qs + 32 * (c / 4)), 2 * (c % 4)), _mm256_set1_epi8(3));
-}
-
 struct Q2_KW : SuperBlockW<BlockQ2_K> {
   static void decode(const char* p, int c, V* w) {
     const auto& b = block(p);
@@ -37,21 +32,12 @@ struct Q2_KW : SuperBlockW<BlockQ2_K> {
 struct Q3_KW : SuperBlockW<BlockQ3_K> {
   static void decode(const char* p, int c, V* w) {
     const auto& b = block(p);
-    // q = low - 4, plus 4 back where the hmask bit is set.
-    const __m256i low = _mm256_add_epi8(two_bit_quants(b.qs, c), bit_of_bytes(load_bytes32(b.hmask), c, 4));
-    const __m256i q = _mm256_sub_epi8(low, _mm256_set1_epi8(4));
-    widen_bytes<true>(q, w);
+    widen_bytes<true>(q3k_bytes(b, c), w);
     const float d = half_scale(b.d);
     const float d0 = codec::q3k_scale(b, 2 * c, d), d1 = codec::q3k_scale(b, 2 * c + 1, d);
     for (int i = 0; i < kVecs; ++i) w[i] = mul(w[i], set1(half_pick(i, d0, d1)));
   }
 };
-
-// The low four bits of Q4_K / Q5_K chunk c.
-template <class Block>
-__m256i k_nibbles(const Block& b, int c) {
-  return _mm256_and_si256(shift_right(load_bytes32(b.qs + 32 * (c / 2)), 4 * (c % 2)), _mm256_set1_epi8(0x0f));
-}
 
 struct Q4_KW : SuperBlockW<BlockQ4_K> {
   static void decode(const char* p, int c, V* w) {
@@ -65,7 +51,7 @@ struct Q4_KW : SuperBlockW<BlockQ4_K> {
 struct Q5_KW : SuperBlockW<BlockQ5_K> {
   static void decode(const char* p, int c, V* w) {
     const auto& b = block(p);
-    widen_bytes<false>(_mm256_or_si256(k_nibbles(b, c), bit_of_bytes(load_bytes32(b.qh), c, 16)), w);
+    widen_bytes<false>(q5k_bytes(b, c), w);
     const codec::Affine a = codec::k_affine(b, c, half_scale(b.d), half_scale(b.dmin));
     for (int i = 0; i < kVecs; ++i) w[i] = fma(w[i], set1(a.d), set1(-a.m));
   }
@@ -74,13 +60,7 @@ struct Q5_KW : SuperBlockW<BlockQ5_K> {
 struct Q6_KW : SuperBlockW<BlockQ6_K> {
   static void decode(const char* p, int c, V* w) {
     const auto& b = block(p);
-    const int h = c / 4, g = c % 4;
-    const __m256i lo = _mm256_and_si256(shift_right(load_bytes32(b.ql + 64 * h + 32 * (g % 2)), 4 * (g / 2)),
-                                        _mm256_set1_epi8(0x0f));
-    const __m256i hi = _mm256_and_si256(shift_right(load_bytes32(b.qh + 32 * h), 2 * g), _mm256_set1_epi8(3));
-    // hi < 4, so shifting 16-bit lanes by 4 cannot carry into the neighbouring byte.
-    const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
-    widen_bytes<true>(_mm256_sub_epi8(q, _mm256_set1_epi8(32)), w);
+    widen_bytes<true>(q6k_bytes(b, c), w);
     const float d = half_scale(b.d);
     const float d0 = codec::q6k_scale(b, 2 * c, d), d1 = codec::q6k_scale(b, 2 * c + 1, d);
     for (int i = 0; i < kVecs; ++i) w[i] = mul(w[i], set1(half_pick(i, d0, d1)));

@@ -1,14 +1,17 @@
 // matmul_q8 (kernels/matmul.h): each token's activations quantized once to 8-bit blocks, then
-// integer dot products with the weight blocks. The integer part of a block's dot is exact, so every
-// instruction set computes the same eight lane sums (lane i: elements 4i .. 4i+3); the floats that
-// follow run in one fixed order per dot product, which keeps results bit-identical across batch
-// shapes, thread counts and the scalar and AVX2 code.
+// integer dot products with the weights' codes, for every quantized format. A format is seen as
+// 32-element chunks: 32 integer codes, a scale for each 16-element half (one value for most
+// formats) and an optional offset, with value = code * scale + offset. The integer part of a
+// chunk's dot is exact, so every instruction set computes the same eight lane sums (lane i:
+// elements 4i .. 4i+3); the floats that follow run in one fixed order per dot product, which keeps
+// results bit-identical across batch shapes, thread counts and the scalar and vector code.
 #include <algorithm>
 #include <cmath>
-#include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/block_codec.h"
+#include "kernels/cpu/kquant_codec.h"
 #include "kernels/cpu/matmul_tile.h"
 #include "kernels/matmul.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -19,10 +22,11 @@ namespace {
 
 constexpr int kBlock = 32;
 
-// One block of a token's activations, x ~ d * q; s = d * (sum of q), for formats with an offset.
+// One block of a token's activations, x ~ d * q, with d times the sum of q over the block and over
+// each half (offset terms multiply those).
 struct ActBlock {
   float d;
-  float s;
+  float s, s_lo, s_hi;
   int8_t q[kBlock];
 };
 
@@ -36,13 +40,15 @@ void quantize_block(const float* x, ActBlock& out) {
   float amax = 0.0f;
   for (int i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(x[i]));
   const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-  int32_t sum = 0;
+  int32_t sum[2] = {0, 0};
   for (int i = 0; i < kBlock; ++i) {
     out.q[i] = quantize_value(x[i] * id);
-    sum += out.q[i];
+    sum[i / 16] += out.q[i];
   }
   out.d = d;
-  out.s = d * float(sum);
+  out.s = d * float(sum[0] + sum[1]);
+  out.s_lo = d * float(sum[0]);
+  out.s_hi = d * float(sum[1]);
 }
 
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
@@ -51,48 +57,171 @@ inline float half(uint16_t h) { return tile::half_scale(h); }
 inline float half(uint16_t h) { return codec::half_to_float(h); }
 #endif
 
-// What each weight format contributes per block: its 32 codes, the scale that multiplies code x
-// activation, and the factor of the activations' d * sum (a fixed offset or a minimum).
-struct Q8_0Codes {
-  using Block = BlockQ8_0;
-  static constexpr bool kSigned = true, kOffset = false;
-  static float offset(const Block&, float) { return 0.0f; }
-  static int code(const Block& b, int e) { return b.qs[e]; }
+// A chunk's scale for lanes 0-3 (elements 0..15) and 4-7 (16..31), and its offsets.
+struct ChunkScales {
+  float lo, hi;
+  float off_lo = 0.0f, off_hi = 0.0f;
 };
 
-struct Q4_0Codes {
-  using Block = BlockQ4_0;
-  static constexpr bool kSigned = false, kOffset = true;
-  static float offset(const Block&, float scale) { return -8.0f * scale; }  // sum (u - 8) q = sum u q - 8 sum q
-  static int code(const Block& b, int e) { return e < 16 ? b.qs[e] & 0x0f : b.qs[e - 16] >> 4; }
+enum class Offset {
+  None,
+  Chunk,   // fma(off_lo, activations' s)
+  Halves,  // fma(off_lo, s_lo), then fma(off_hi, s_hi)
 };
 
-struct Q4_1Codes {
-  using Block = BlockQ4_1;
-  static constexpr bool kSigned = false, kOffset = true;
-  static float offset(const Block& b, float) { return half(b.m); }
-  static int code(const Block& b, int e) { return e < 16 ? b.qs[e] & 0x0f : b.qs[e - 16] >> 4; }
+// Each format: its stored block, chunks per block, whether codes are signed (else 0..63), whether
+// the halves' scales differ, its offset, and per chunk c: scales, code of element e, and (vector
+// builds) all 32 codes as bytes.
+template <class B, int kPerBlock, bool kSignedCodes, bool kHalves, Offset kOff>
+struct Format {
+  using Block = B;
+  static constexpr int kChunks = kPerBlock;
+  static constexpr bool kSigned = kSignedCodes, kHalfScales = kHalves;
+  static constexpr Offset kOffset = kOff;
 };
 
-// Per dot product: eight float lanes for the even blocks and eight for the odd ones (two chains
-// hide the FMA latency, and AVX-512 holds a pair of blocks in one register), the offset terms in
-// block order, then this fixed reduction.
+struct Q8_0Codes : Format<BlockQ8_0, 1, true, false, Offset::None> {
+  static ChunkScales scales(const Block& b, int) { return {half(b.d), half(b.d)}; }
+  static int code(const Block& b, int, int e) { return b.qs[e]; }
+};
+
+// sum (u - 8) q = sum u q - 8 sum q
+struct Q4_0Codes : Format<BlockQ4_0, 1, false, false, Offset::Chunk> {
+  static ChunkScales scales(const Block& b, int) {
+    const float d = half(b.d);
+    return {d, d, -8.0f * d};
+  }
+  static int code(const Block& b, int, int e) { return e < 16 ? b.qs[e] & 0x0f : b.qs[e - 16] >> 4; }
+};
+
+struct Q4_1Codes : Format<BlockQ4_1, 1, false, false, Offset::Chunk> {
+  static ChunkScales scales(const Block& b, int) { return {half(b.d), half(b.d), half(b.m)}; }
+  static int code(const Block& b, int, int e) { return e < 16 ? b.qs[e] & 0x0f : b.qs[e - 16] >> 4; }
+};
+
+template <class Block>
+int q5_code(const Block& b, int e) {
+  return (e < 16 ? b.qs[e] & 0x0f : b.qs[e - 16] >> 4) | int((codec::load_u32(b.qh) >> e) & 1) << 4;
+}
+
+struct Q5_0Codes : Format<BlockQ5_0, 1, true, false, Offset::None> {
+  static ChunkScales scales(const Block& b, int) { return {half(b.d), half(b.d)}; }
+  static int code(const Block& b, int, int e) { return q5_code(b, e) - 16; }
+};
+
+struct Q5_1Codes : Format<BlockQ5_1, 1, false, false, Offset::Chunk> {
+  static ChunkScales scales(const Block& b, int) { return {half(b.d), half(b.d), half(b.m)}; }
+  static int code(const Block& b, int, int e) { return q5_code(b, e); }
+};
+
+struct IQ4_NLCodes : Format<BlockIQ4_NL, 1, true, false, Offset::None> {
+  static ChunkScales scales(const Block& b, int) { return {half(b.d), half(b.d)}; }
+  static int code(const Block& b, int, int e) { return kIQ4Values[e < 16 ? b.qs[e] & 0x0f : b.qs[e - 16] >> 4]; }
+};
+
+// Q2_K's 16-element sub-blocks each have a scale and a minimum.
+struct Q2_KCodes : Format<BlockQ2_K, 8, false, true, Offset::Halves> {
+  static ChunkScales scales(const Block& b, int c) {
+    const float d = half(b.d), dmin = half(b.dmin);
+    const codec::Affine a0 = codec::q2k_affine(b, 2 * c, d, dmin), a1 = codec::q2k_affine(b, 2 * c + 1, d, dmin);
+    return {a0.d, a1.d, -a0.m, -a1.m};
+  }
+  static int code(const Block& b, int c, int e) { return (b.qs[32 * (c / 4) + e] >> (2 * (c % 4))) & 3; }
+};
+
+struct Q3_KCodes : Format<BlockQ3_K, 8, true, true, Offset::None> {
+  static ChunkScales scales(const Block& b, int c) {
+    const float d = half(b.d);
+    return {codec::q3k_scale(b, 2 * c, d), codec::q3k_scale(b, 2 * c + 1, d)};
+  }
+  static int code(const Block& b, int c, int e) {
+    return ((b.qs[32 * (c / 4) + e] >> (2 * (c % 4))) & 3) - ((b.hmask[e] >> c) & 1 ? 0 : 4);
+  }
+};
+
+template <class B>
+struct KCodes : Format<B, 8, false, false, Offset::Chunk> {
+  static ChunkScales scales(const B& b, int c) {
+    const codec::Affine a = codec::k_affine(b, c, half(b.d), half(b.dmin));
+    return {a.d, a.d, -a.m};
+  }
+};
+
+struct Q4_KCodes : KCodes<BlockQ4_K> {
+  static int code(const BlockQ4_K& b, int c, int e) { return (b.qs[32 * (c / 2) + e] >> (4 * (c % 2))) & 0x0f; }
+};
+
+struct Q5_KCodes : KCodes<BlockQ5_K> {
+  static int code(const BlockQ5_K& b, int c, int e) {
+    return ((b.qs[32 * (c / 2) + e] >> (4 * (c % 2))) & 0x0f) | ((b.qh[e] >> c) & 1) << 4;
+  }
+};
+
+struct Q6_KCodes : Format<BlockQ6_K, 8, true, true, Offset::None> {
+  static ChunkScales scales(const Block& b, int c) {
+    const float d = half(b.d);
+    return {codec::q6k_scale(b, 2 * c, d), codec::q6k_scale(b, 2 * c + 1, d)};
+  }
+  static int code(const Block& b, int c, int e) {
+    const int h = c / 4, g = c % 4;
+    const int lo = (b.ql[64 * h + 32 * (g % 2) + e] >> (4 * (g / 2))) & 0x0f;
+    return (lo | ((b.qh[32 * h + e] >> (2 * g)) & 3) << 4) - 32;
+  }
+};
+
+struct Q8_KCodes : Format<BlockQ8_K, 8, true, false, Offset::None> {
+  static ChunkScales scales(const Block& b, int) { return {b.d, b.d}; }
+  static int code(const Block& b, int c, int e) { return b.qs[32 * c + e]; }
+};
+
+struct IQ4_XSCodes : Format<BlockIQ4_XS, 8, true, false, Offset::None> {
+  static ChunkScales scales(const Block& b, int c) {
+    const float s = codec::iq4xs_scale(b, c, half(b.d));
+    return {s, s};
+  }
+  static int code(const Block& b, int c, int e) {
+    const uint8_t* qs = b.qs + 16 * c;
+    return kIQ4Values[e < 16 ? qs[e] & 0x0f : qs[e - 16] >> 4];
+  }
+};
+
+#if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
+// All 32 codes of chunk c as bytes, the same values as C::code.
+template <class C>
+inline __m256i weight_codes(const typename C::Block& b, int c) {
+  using B = typename C::Block;
+  if constexpr (std::is_same_v<B, BlockQ8_0>) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+  if constexpr (std::is_same_v<B, BlockQ4_0> || std::is_same_v<B, BlockQ4_1>) return tile::nibble_bytes(b.qs);
+  if constexpr (std::is_same_v<B, BlockQ5_0>) return _mm256_sub_epi8(tile::q5_bytes(b.qs, b.qh), _mm256_set1_epi8(16));
+  if constexpr (std::is_same_v<B, BlockQ5_1>) return tile::q5_bytes(b.qs, b.qh);
+  if constexpr (std::is_same_v<B, BlockIQ4_NL>) return tile::iq4_lookup(tile::nibble_bytes(b.qs));
+  if constexpr (std::is_same_v<B, BlockQ2_K>) return tile::two_bit_quants(b.qs, c);
+  if constexpr (std::is_same_v<B, BlockQ3_K>) return tile::q3k_bytes(b, c);
+  if constexpr (std::is_same_v<B, BlockQ4_K>) return tile::k_nibbles(b, c);
+  if constexpr (std::is_same_v<B, BlockQ5_K>) return tile::q5k_bytes(b, c);
+  if constexpr (std::is_same_v<B, BlockQ6_K>) return tile::q6k_bytes(b, c);
+  if constexpr (std::is_same_v<B, BlockQ8_K>) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
+  }
+  if constexpr (std::is_same_v<B, BlockIQ4_XS>) return tile::iq4_lookup(tile::nibble_bytes(b.qs + 16 * c));
+}
+#endif
+
+// Per dot product: eight float lanes for the even chunks and eight for the odd ones (two chains
+// hide the FMA latency, and AVX-512 holds a pair of chunks in one register), the offset terms in
+// chunk order, then this fixed reduction.
 float reduce_lanes(const float (&even)[8], const float (&odd)[8], float off) {
   float l[8];
   for (int i = 0; i < 8; ++i) l[i] = even[i] + odd[i];
   return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])) + off;
 }
 
-#if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
 template <class C>
-inline __m256i weight_codes(const typename C::Block& b) {
-  if constexpr (C::kSigned) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
-  } else {
-    return tile::nibble_bytes(b.qs);
-  }
+inline float add_offset(float off, const ChunkScales& s, const ActBlock& a) {
+  if constexpr (C::kOffset == Offset::Chunk) return std::fma(s.off_lo, a.s, off);
+  if constexpr (C::kOffset == Offset::Halves) return std::fma(s.off_hi, a.s_hi, std::fma(s.off_lo, a.s_lo, off));
+  return off;
 }
-#endif
 
 #if defined(__AVX512BW__)
 // Lane i = sum over bytes 4i .. 4i+3 of w * x, exact (a pair of products fits int16: at most
@@ -118,6 +247,14 @@ inline __m512i pair(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_c
 inline __m512 pair(float lo, float hi) {
   return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(lo)), _mm256_set1_ps(hi), 1);
 }
+// The lane scales of two chunks: four lanes per half.
+template <class C>
+inline __m512 pair(const ChunkScales& a, const ChunkScales& b) {
+  if constexpr (!C::kHalfScales) return pair(a.lo, b.lo);
+  const __m256 first = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(a.lo)), _mm_set1_ps(a.hi), 1);
+  const __m256 second = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(b.lo)), _mm_set1_ps(b.hi), 1);
+  return _mm512_insertf32x8(_mm512_castps256_ps512(first), second, 1);
+}
 inline __m256i act_codes(const ActBlock& a) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q)); }
 #elif defined(FLASHSERVE_AVX2)
 inline __m256i lane_sums(__m256i w_u8, __m256i x_s8) {
@@ -129,13 +266,23 @@ inline __m256i block_lanes(__m256i w, __m256i x) {
   if constexpr (C::kSigned) return lane_sums(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
   return lane_sums(w, x);
 }
+
+// Lane scales times the activations' d, each product rounded once, as in the scalar code.
+template <class C>
+inline __m256 lane_scales(const ChunkScales& s, float xd) {
+  if constexpr (!C::kHalfScales) return _mm256_set1_ps(s.lo * xd);
+  return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(s.lo * xd)), _mm_set1_ps(s.hi * xd), 1);
+}
 #endif
 
-// y[t * n_out + r] for R weight rows from w and T tokens' activation blocks from a (nb blocks each).
+// y[t * n_out + r] for R weight rows from w and T tokens' activation blocks from a (nb chunks each).
 template <class C, int R, int T>
 void dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y, int64_t n_out) {
   using Block = typename C::Block;
-  auto block = [&](int r, int64_t b) -> const Block& { return reinterpret_cast<const Block*>(w + r * rb)[b]; };
+  auto block = [&](int r, int64_t b) -> const Block& {
+    return reinterpret_cast<const Block*>(w + r * rb)[b / C::kChunks];
+  };
+  auto chunk = [](int64_t b) { return int(b % C::kChunks); };
   float off[T][R] = {};
 #if defined(__AVX512BW__)
   __m512 acc[T][R];
@@ -143,18 +290,15 @@ void dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y,
     for (__m512& v : per_tok) v = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; b += 2) {
     const bool both = b + 1 < nb;
-    const int64_t b1 = both ? b + 1 : b;  // a lone last block pairs with itself, its twin's scale 0
+    const int64_t b1 = both ? b + 1 : b;  // a lone last chunk pairs with itself, its twin's scale 0
     __m512i wc[R];
     __m512 ws[R];
-    float wo[R][2];
+    ChunkScales sc[R][2];
     for (int r = 0; r < R; ++r) {
-      wc[r] = pair(weight_codes<C>(block(r, b)), weight_codes<C>(block(r, b1)));
-      const float s0 = half(block(r, b).d), s1 = both ? half(block(r, b1).d) : 0.0f;
-      ws[r] = pair(s0, s1);
-      if constexpr (C::kOffset) {
-        wo[r][0] = C::offset(block(r, b), s0);
-        wo[r][1] = C::offset(block(r, b1), s1);
-      }
+      wc[r] = pair(weight_codes<C>(block(r, b), chunk(b)), weight_codes<C>(block(r, b1), chunk(b1)));
+      sc[r][0] = C::scales(block(r, b), chunk(b));
+      sc[r][1] = both ? C::scales(block(r, b1), chunk(b1)) : ChunkScales{0.0f, 0.0f};
+      ws[r] = pair<C>(sc[r][0], sc[r][1]);
     }
     for (int t = 0; t < T; ++t) {
       const ActBlock &a0 = a[t * nb + b], &a1 = a[t * nb + b1];
@@ -163,10 +307,8 @@ void dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y,
       for (int r = 0; r < R; ++r) {
         // ws * xd per lane is the scalar product of the two scales, rounded once, as in the contract.
         acc[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pair_lanes<C>(wc[r], xq)), _mm512_mul_ps(ws[r], xd), acc[t][r]);
-        if constexpr (C::kOffset) {
-          off[t][r] = std::fma(wo[r][0], a0.s, off[t][r]);
-          if (both) off[t][r] = std::fma(wo[r][1], a1.s, off[t][r]);
-        }
+        off[t][r] = add_offset<C>(off[t][r], sc[r][0], a0);
+        if (both) off[t][r] = add_offset<C>(off[t][r], sc[r][1], a1);
       }
     }
   }
@@ -187,18 +329,18 @@ void dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y,
       for (__m256& v : per_row) v = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i wc[R];
-    float ws[R];
+    ChunkScales sc[R];
     for (int r = 0; r < R; ++r) {
-      wc[r] = weight_codes<C>(block(r, b));
-      ws[r] = half(block(r, b).d);
+      wc[r] = weight_codes<C>(block(r, b), chunk(b));
+      sc[r] = C::scales(block(r, b), chunk(b));
     }
     for (int t = 0; t < T; ++t) {
       const ActBlock& ab = a[t * nb + b];
       const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.q));
       for (int r = 0; r < R; ++r) {
         __m256& lanes = acc[t][r][b % 2];
-        lanes = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_lanes<C>(wc[r], xq)), _mm256_set1_ps(ws[r] * ab.d), lanes);
-        if constexpr (C::kOffset) off[t][r] = std::fma(C::offset(block(r, b), ws[r]), ab.s, off[t][r]);
+        lanes = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_lanes<C>(wc[r], xq)), lane_scales<C>(sc[r], ab.d), lanes);
+        off[t][r] = add_offset<C>(off[t][r], sc[r], ab);
       }
     }
   }
@@ -215,16 +357,17 @@ void dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y,
   for (int64_t b = 0; b < nb; ++b) {
     for (int r = 0; r < R; ++r) {
       const Block& blk = block(r, b);
-      const float ws = half(blk.d);
+      const ChunkScales sc = C::scales(blk, chunk(b));
+      int codes[kBlock];
+      for (int e = 0; e < kBlock; ++e) codes[e] = C::code(blk, chunk(b), e);
       for (int t = 0; t < T; ++t) {
         const ActBlock& ab = a[t * nb + b];
-        const float s = ws * ab.d;
         for (int i = 0; i < 8; ++i) {
           int32_t lane = 0;
-          for (int e = 4 * i; e < 4 * i + 4; ++e) lane += C::code(blk, e) * ab.q[e];
-          acc[t][r][b % 2][i] = std::fma(float(lane), s, acc[t][r][b % 2][i]);
+          for (int e = 4 * i; e < 4 * i + 4; ++e) lane += codes[e] * ab.q[e];
+          acc[t][r][b % 2][i] = std::fma(float(lane), (i < 4 ? sc.lo : sc.hi) * ab.d, acc[t][r][b % 2][i]);
         }
-        if constexpr (C::kOffset) off[t][r] = std::fma(C::offset(blk, ws), ab.s, off[t][r]);
+        off[t][r] = add_offset<C>(off[t][r], sc, ab);
       }
     }
   }
@@ -277,7 +420,9 @@ void matmul_q8(const float* x, int64_t num_tokens, int64_t k, const void* w, DTy
   if (!matmul_q8_supports(wtype)) {
     throw_invalid_argument("matmul_q8: no integer dot product for %s", dtype_name(wtype).data());
   }
-  if (k % kBlock != 0) throw_invalid_argument("matmul_q8: k=%lld is not whole blocks of 32", (long long)k);
+  if (k % block_elems(wtype) != 0) {
+    throw_invalid_argument("matmul_q8: k=%lld is not whole blocks of %s", (long long)k, dtype_name(wtype).data());
+  }
   if (num_tokens <= 0 || n_out <= 0) return;
   const int64_t nb = k / kBlock;
   // Reused across calls: a step's matmuls all fit the largest one's activations.
@@ -296,6 +441,16 @@ void matmul_q8(const float* x, int64_t num_tokens, int64_t k, const void* w, DTy
     case DType::Q8_0: return matmul_codes<Q8_0Codes>(a, num_tokens, nb, wb, rb, n_out, y);
     case DType::Q4_0: return matmul_codes<Q4_0Codes>(a, num_tokens, nb, wb, rb, n_out, y);
     case DType::Q4_1: return matmul_codes<Q4_1Codes>(a, num_tokens, nb, wb, rb, n_out, y);
+    case DType::Q5_0: return matmul_codes<Q5_0Codes>(a, num_tokens, nb, wb, rb, n_out, y);
+    case DType::Q5_1: return matmul_codes<Q5_1Codes>(a, num_tokens, nb, wb, rb, n_out, y);
+    case DType::IQ4_NL: return matmul_codes<IQ4_NLCodes>(a, num_tokens, nb, wb, rb, n_out, y);
+    case DType::Q2_K: return matmul_codes<Q2_KCodes>(a, num_tokens, nb, wb, rb, n_out, y);
+    case DType::Q3_K: return matmul_codes<Q3_KCodes>(a, num_tokens, nb, wb, rb, n_out, y);
+    case DType::Q4_K: return matmul_codes<Q4_KCodes>(a, num_tokens, nb, wb, rb, n_out, y);
+    case DType::Q5_K: return matmul_codes<Q5_KCodes>(a, num_tokens, nb, wb, rb, n_out, y);
+    case DType::Q6_K: return matmul_codes<Q6_KCodes>(a, num_tokens, nb, wb, rb, n_out, y);
+    case DType::Q8_K: return matmul_codes<Q8_KCodes>(a, num_tokens, nb, wb, rb, n_out, y);
+    case DType::IQ4_XS: return matmul_codes<IQ4_XSCodes>(a, num_tokens, nb, wb, rb, n_out, y);
     default: return;
   }
 }
