@@ -8,30 +8,33 @@
 
 namespace flashserve::kernels {
 
-// Lowest to highest; each level's CPU runs every level below it.
+// In order of preference. A CPU that runs a level runs scalar and avx2, but not always the levels
+// between: Cascade Lake has AVX-512 VNNI and no AVX-VNNI, Alder Lake the reverse.
 enum class CpuIsa {
   Scalar,      // plain x86-64: portable C++ loops (SSE2 at most, from the compiler)
   Avx2,        // x86-64-v3: AVX2, FMA, F16C, BMI1/2, LZCNT, MOVBE (Haswell, Zen 1 and later)
+  Avx2Vnni,    // x86-64-v3 with AVX-VNNI, VNNI on 256-bit vectors (Alder Lake, Zen 5 and later)
   Avx512,      // x86-64-v4: AVX-512 F, BW, CD, DQ, VL (Skylake-SP, Zen 4 and later)
   Avx512Vnni,  // x86-64-v4 with AVX-512 VNNI (Cascade Lake, Ice Lake, Zen 4 and later)
 };
-inline constexpr CpuIsa kCpuIsas[] = {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Vnni};
+inline constexpr CpuIsa kCpuIsas[] = {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx2Vnni, CpuIsa::Avx512,
+                                      CpuIsa::Avx512Vnni};
 
-const char* cpu_isa_name(CpuIsa isa);  // "scalar", "avx2", "avx512", "avx512-vnni"
+const char* cpu_isa_name(CpuIsa isa);  // "scalar", "avx2", "avx2-vnni", "avx512", "avx512-vnni"
 std::optional<CpuIsa> parse_cpu_isa(std::string_view name);
 
 // What the CPU reports, with the register state the OS saves (XCR0) taken into account.
 struct CpuFeatures {
   bool avx = false, avx2 = false, fma = false, f16c = false, bmi1 = false, bmi2 = false, lzcnt = false,
-       movbe = false;
+       movbe = false, avxvnni = false;
   bool avx512f = false, avx512bw = false, avx512cd = false, avx512dq = false, avx512vl = false,
        avx512vnni = false;
 };
 CpuFeatures cpu_features();
 bool cpu_supports(const CpuFeatures& f, CpuIsa isa);
 bool cpu_supports(CpuIsa isa);  // this machine
-CpuIsa best_cpu_isa();
-std::vector<CpuIsa> supported_cpu_isas();
+CpuIsa best_cpu_isa();                   // the last of kCpuIsas this CPU runs
+std::vector<CpuIsa> supported_cpu_isas();  // in kCpuIsas order
 
 // The copy the public op functions (kernels/matmul.h and the rest) and new CPU backends use; starts
 // as best_cpu_isa(). set_cpu_isa throws std::invalid_argument for a level this CPU cannot run; call

@@ -111,10 +111,11 @@ build_here() {  # builds /tmp/bench_cuda_ops/bench_cuda_ops from the sources; lo
   done
   # The op files once per instruction set, as kernels/CMakeLists.txt builds them.
   local isa flags
-  for isa in scalar avx2 avx512 avx512_vnni; do
+  for isa in scalar avx2 avx2_vnni avx512 avx512_vnni; do
     case $isa in
       scalar) flags="" ;;
       avx2) flags="-march=x86-64-v3" ;;
+      avx2_vnni) flags="-march=x86-64-v3 -mavxvnni" ;;
       avx512) flags="-march=x86-64-v4" ;;
       avx512_vnni) flags="-march=x86-64-v4 -mavx512vnni" ;;
     esac

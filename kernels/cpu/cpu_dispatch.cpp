@@ -14,6 +14,7 @@
 namespace flashserve::kernels {
 namespace isa_scalar { extern const CpuOps ops; }
 namespace isa_avx2 { extern const CpuOps ops; }
+namespace isa_avx2_vnni { extern const CpuOps ops; }
 namespace isa_avx512 { extern const CpuOps ops; }
 namespace isa_avx512_vnni { extern const CpuOps ops; }
 
@@ -21,6 +22,7 @@ const CpuOps& cpu_ops(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::Scalar: return isa_scalar::ops;
     case CpuIsa::Avx2: return isa_avx2::ops;
+    case CpuIsa::Avx2Vnni: return isa_avx2_vnni::ops;
     case CpuIsa::Avx512: return isa_avx512::ops;
     case CpuIsa::Avx512Vnni: return isa_avx512_vnni::ops;
   }
@@ -59,6 +61,7 @@ const char* cpu_isa_name(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::Scalar: return "scalar";
     case CpuIsa::Avx2: return "avx2";
+    case CpuIsa::Avx2Vnni: return "avx2-vnni";
     case CpuIsa::Avx512: return "avx512";
     case CpuIsa::Avx512Vnni: return "avx512-vnni";
   }
@@ -94,6 +97,7 @@ CpuFeatures cpu_features() {
     f.avx512vl = bit(b, 31) && zmm;
     f.avx512vnni = bit(c, 11) && zmm;
   }
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = bit(a, 4) && ymm;
   if (__get_cpuid(0x80000001, &a, &b, &c, &d)) f.lzcnt = bit(c, 5);
   return f;
 }
@@ -104,6 +108,7 @@ bool cpu_supports(const CpuFeatures& f, CpuIsa isa) {
   switch (isa) {
     case CpuIsa::Scalar: return true;
     case CpuIsa::Avx2: return v3;
+    case CpuIsa::Avx2Vnni: return v3 && f.avxvnni;
     case CpuIsa::Avx512: return v4;
     case CpuIsa::Avx512Vnni: return v4 && f.avx512vnni;
   }

@@ -11,7 +11,7 @@
 #     Fails when a function of the linked FILE outside the AVX2/AVX-512 copies holds an AVX
 #     (VEX/EVEX, mnemonic v...) or BMI/LZCNT/MOVBE instruction.
 set -eu
-copies='::isa_avx2::|::isa_avx512::|::isa_avx512_vnni::'
+copies='::isa_avx2::|::isa_avx2_vnni::|::isa_avx512::|::isa_avx512_vnni::'
 case ${1:-} in
   objects)
     isa=$2

@@ -4,6 +4,7 @@
 // scalar one in tests/backend_ops.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -70,6 +71,13 @@ TEST(CpuIsa, EachLevelNeedsEveryFeatureItsCopyIsCompiledFor) {
   CpuFeatures vnni = v4();
   vnni.avx512vnni = true;
   EXPECT_TRUE(cpu_supports(vnni, CpuIsa::Avx512Vnni));
+  EXPECT_FALSE(cpu_supports(vnni, CpuIsa::Avx2Vnni)) << "Cascade Lake: AVX-512 VNNI without AVX-VNNI";
+  CpuFeatures alder_lake = v3();
+  alder_lake.avxvnni = true;
+  EXPECT_TRUE(cpu_supports(alder_lake, CpuIsa::Avx2Vnni));
+  EXPECT_FALSE(cpu_supports(alder_lake, CpuIsa::Avx512));
+  alder_lake.movbe = false;
+  EXPECT_FALSE(cpu_supports(alder_lake, CpuIsa::Avx2Vnni));
 }
 
 TEST(CpuIsa, NamesRoundTripAndUnknownOnesAreRefused) {
@@ -78,10 +86,14 @@ TEST(CpuIsa, NamesRoundTripAndUnknownOnesAreRefused) {
   EXPECT_FALSE(parse_cpu_isa("AVX2").has_value());
 }
 
-TEST(CpuIsa, SupportedLevelsAreAPrefixEndingWithTheBest) {
+TEST(CpuIsa, SupportedLevelsStartWithScalarAndEndWithTheBest) {
   const auto levels = supported_cpu_isas();
   ASSERT_FALSE(levels.empty());
-  for (size_t i = 0; i < levels.size(); ++i) EXPECT_EQ(levels[i], kCpuIsas[i]);
+  EXPECT_EQ(levels.front(), CpuIsa::Scalar);
+  EXPECT_TRUE(std::is_sorted(levels.begin(), levels.end()));
+  if (levels.size() > 1) {
+    EXPECT_EQ(levels[1], CpuIsa::Avx2) << "every vector level includes AVX2";
+  }
   EXPECT_EQ(best_cpu_isa(), levels.back());
   std::string names;
   for (CpuIsa isa : levels) names += std::string(" ") + cpu_isa_name(isa);

@@ -258,7 +258,11 @@ inline __m512 pair(const ChunkScales& a, const ChunkScales& b) {
 inline __m256i act_codes(const ActBlock& a) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q)); }
 #elif defined(FLASHSERVE_AVX2)
 inline __m256i lane_sums(__m256i w_u8, __m256i x_s8) {
+#if defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w_u8, x_s8);
+#else
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w_u8, x_s8), _mm256_set1_epi16(1));
+#endif
 }
 
 template <class C>
