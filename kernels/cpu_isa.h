@@ -33,6 +33,8 @@ struct CpuFeatures {
 CpuFeatures cpu_features();
 bool cpu_supports(const CpuFeatures& f, CpuIsa isa);
 bool cpu_supports(CpuIsa isa);  // this machine
+// Throws std::invalid_argument, naming isa and this CPU's best, unless the CPU runs isa.
+void require_cpu_isa(CpuIsa isa);
 CpuIsa best_cpu_isa();                   // the last of kCpuIsas this CPU runs
 std::vector<CpuIsa> supported_cpu_isas();  // in kCpuIsas order
 

@@ -119,10 +119,7 @@ class CpuBackend final : public Backend {
 
 std::unique_ptr<Backend> make_cpu_backend(bool q8_activations, std::optional<CpuIsa> isa) {
   const CpuIsa level = isa.value_or(cpu_isa());
-  if (!cpu_supports(level)) {
-    throw std::invalid_argument(std::string("this CPU cannot run the ") + cpu_isa_name(level) + " kernels (best: " +
-                                cpu_isa_name(best_cpu_isa()) + ")");
-  }
+  require_cpu_isa(level);
   return std::make_unique<CpuBackend>(q8_activations, level);
 }
 

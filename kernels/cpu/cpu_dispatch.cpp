@@ -132,11 +132,15 @@ CpuIsa best_cpu_isa() { return supported_cpu_isas().back(); }
 
 CpuIsa cpu_isa() { return active().isa.load(); }
 
-void set_cpu_isa(CpuIsa isa) {
+void require_cpu_isa(CpuIsa isa) {
   if (!cpu_supports(isa)) {
     throw std::invalid_argument(std::string("this CPU cannot run the ") + cpu_isa_name(isa) +
                                 " kernels (best: " + cpu_isa_name(best_cpu_isa()) + ")");
   }
+}
+
+void set_cpu_isa(CpuIsa isa) {
+  require_cpu_isa(isa);
   active().isa.store(isa);
   active().ops.store(&cpu_ops(isa));
 }
