@@ -196,6 +196,23 @@ TEST_P(Requantized, TopOneAgreesWithLlamaCppWhereDecisive) {
       << "we disagree with llama.cpp at more decisive positions than 2% and than llama.cpp disagrees with itself";
 }
 
+// The 8-bit-activation path (--cpu-activations q8, integer dots for every format) against the same
+// continuations: a measurement, reported for every variant. llama.cpp also rounds activations to 8
+// bits, in blocks of 256 for the K-quants where we use 32, so neither side is exact and no
+// arbitration applies (each disagreement is printed with exact f64's pick). The gate is coarse on
+// purpose: a misread code or scale drops agreement far below 90%, while 8-bit activations over
+// 2-bit weights legitimately move near-ties (Q2_K.pure: 282/295, exact f64 siding with us at 5 of
+// the 13). The kernels' contract is checked bit for bit in tests/kernels/test_matmul_q8.cpp.
+TEST_P(Requantized, Q8ActivationsTopOneAgreesWithLlamaCppWhereDecisive) {
+  const test::Top1Agreement a =
+      test::top1_agreement(*model_, fixture_, kDecisiveGap, v_.label + " q8", /*q8=*/true, /*arbitrate=*/false);
+  std::printf("[ %s q8 ] top-1 agrees at %d/%d decisive positions (gap > %.2f), %d/%d overall; |our logit - "
+              "llama.cpp's| at its top-1: max %.4f, mean %.4f\n",
+              v_.label.c_str(), a.agree, a.decisive, kDecisiveGap, a.agree_all, a.total, a.max_diff,
+              a.sum_diff / a.total);
+  EXPECT_GE(a.agree, 0.9 * a.decisive);
+}
+
 // Greedy decoding, ours against llama.cpp's continuation: reported, not required (one near-tie
 // anywhere sends the two down different paths).
 TEST_P(Requantized, GreedyContinuationPrefix) {

@@ -22,10 +22,10 @@ ForwardOutput score_all_positions(const LlamaModel& model, const std::vector<int
 
 double top_gap(const nlohmann::json& top);
 
-// Every prompt of `fixture` scored with its continuation. A decisive disagreement must be one the
-// exact f64 forward pass sides with us on (a failed EXPECT otherwise; each is printed, tagged with
-// `label`).
+// Every prompt of `fixture` scored with its continuation (q8: with 8-bit activations). Each decisive
+// disagreement is printed, tagged with `label`, with the token the exact f64 forward pass picks;
+// with arbitrate, one that exact arithmetic does not side with us on is a failed EXPECT.
 Top1Agreement top1_agreement(const LlamaModel& model, const nlohmann::json& fixture, double decisive_gap,
-                             const std::string& label);
+                             const std::string& label, bool q8 = false, bool arbitrate = true);
 
 }  // namespace flashserve::test
