@@ -83,9 +83,10 @@ void decode_128(benchmark::State& state, bool q8) {
 }
 
 void BM_DecodeOnThreads(benchmark::State& state) {
+  const int before = kernels::num_threads();
   kernels::set_num_threads(int(state.range(0)));
   decode_128(state, state.range(1) != 0);
-  kernels::set_num_threads(0);
+  kernels::set_num_threads(before);
 }
 BENCHMARK(BM_DecodeOnThreads)
     ->ArgNames({"threads", "q8"})

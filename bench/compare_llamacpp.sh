@@ -57,7 +57,7 @@ serve_flashserve() {
 
 for r in $(seq 1 "$rounds"); do
   echo "compare: round $r: kernels"
-  build/bench/bench_forward --benchmark_min_time=2 --benchmark_out="$out/bench_forward.$r.json" \
+  FLASHSERVE_THREADS="$threads" build/bench/bench_forward --benchmark_min_time=2 --benchmark_out="$out/bench_forward.$r.json" \
     --benchmark_out_format=json --benchmark_filter='BM_Prefill/tokens:512|BM_Decode/batch:1/context:(128|1024)' \
     > "$out/bench_forward.$r.txt" 2>&1
   "$bin/llama-bench" -m "$model" -t "$threads" -p 512 -n 128 -d 0,1024 -r 3 -o json > "$out/llama-bench.$r.json" 2> /dev/null

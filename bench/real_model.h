@@ -1,5 +1,7 @@
 // The real model the end-to-end benchmarks run: $FLASHSERVE_MODEL, else the project cache
-// (scripts/fetch_model.sh). Loaded once per process.
+// (scripts/fetch_model.sh). Loaded once per process. $FLASHSERVE_THREADS sets the kernel threads,
+// like flashserve's --threads (default: one per physical core), so a comparison can match another
+// engine's thread count.
 #pragma once
 #include <cstdlib>
 #include <memory>
@@ -13,6 +15,7 @@ namespace flashserve {
 
 inline const LlamaModel& real_model() {
   static const auto m = [] {
+    if (const char* threads = std::getenv("FLASHSERVE_THREADS")) set_cpu_threads(std::atoi(threads));
     const char* env = std::getenv("FLASHSERVE_MODEL");
     return LlamaModel::load(env && *env ? env : FLASHSERVE_DEFAULT_MODEL);
   }();
