@@ -207,13 +207,25 @@ void row_group(const char* w, size_t rb, const float* x, int64_t num_tokens, int
   if (t < num_tokens) dot_tile<D, R, 1>(w, rb, x + t * k, k, y + t * n_out, n_out);
 }
 
+// Asks for the weights of the row group kPrefetchGroups ahead while this one is computed: a thread's
+// rows are one sequential stream, yet the hardware prefetcher alone left the 30 MB Q8_0 output head
+// at 11 GB/s of a 40 GB/s machine (bench_kernels: 2.70 ms, 1.69 ms with this; SmolLM2 decode at 128
+// cached, 8-bit activations, three alternating rounds: 8.1-10.1 ms without, 6.8-7.6 ms with).
+constexpr int64_t kPrefetchGroups = 4;
+inline void prefetch_rows(const char* p, size_t bytes) {
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off);
+}
+
 // Threads take contiguous runs of R-row groups (Split::Even); the < R leftover rows follow.
 template <class D, int R>
 void matmul_rows(const float* x, int64_t num_tokens, int64_t k, const char* w, size_t rb,
                  int64_t n_out, float* y) {
   const int64_t groups = n_out / R;
   parallel_for(groups, [&](int64_t begin, int64_t end) {
-    for (int64_t g = begin; g < end; ++g) row_group<D, R>(w + g * R * rb, rb, x, num_tokens, k, y + g * R, n_out);
+    for (int64_t g = begin; g < end; ++g) {
+      if (g + kPrefetchGroups < end) prefetch_rows(w + (g + kPrefetchGroups) * R * rb, R * rb);
+      row_group<D, R>(w + g * R * rb, rb, x, num_tokens, k, y + g * R, n_out);
+    }
   });
   for (int64_t o = groups * R; o < n_out; ++o)
     row_group<D, 1>(w + o * rb, rb, x, num_tokens, k, y + o, n_out);

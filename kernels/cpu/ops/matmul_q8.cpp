@@ -404,7 +404,10 @@ template <class C, int R>
 void matmul_rows(const ActBlock* a, int64_t num_tokens, int64_t nb, const char* w, size_t rb, int64_t n_out, float* y) {
   const int64_t groups = n_out / R;
   parallel_for(groups, [&](int64_t begin, int64_t end) {
-    for (int64_t g = begin; g < end; ++g) row_group<C, R>(w + g * R * rb, rb, a, num_tokens, nb, y + g * R, n_out);
+    for (int64_t g = begin; g < end; ++g) {
+      if (g + tile::kPrefetchGroups < end) tile::prefetch_rows(w + (g + tile::kPrefetchGroups) * R * rb, R * rb);
+      row_group<C, R>(w + g * R * rb, rb, a, num_tokens, nb, y + g * R, n_out);
+    }
   });
   for (int64_t o = groups * R; o < n_out; ++o) row_group<C, 1>(w + o * rb, rb, a, num_tokens, nb, y + o, n_out);
 }
