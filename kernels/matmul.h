@@ -24,6 +24,18 @@ void matmul(const float* x, int64_t num_tokens, int64_t k, const void* w, DType 
 bool matmul_q8_supports(DType wtype);
 void matmul_q8(const float* x, int64_t num_tokens, int64_t k, const void* w, DType wtype, int64_t n_out, float* y);
 
+// The rows of a Q4_0, Q4_1 or Q8_0 matrix (q8_packs) rearranged for matmul_q8_packed: eight rows
+// interleaved block by block (kernels/cpu/q8_packed_layout.h), so that one pass converts eight rows'
+// scales with one instruction and each code vector serves several rows. A last group of fewer than
+// eight rows is padded with zero rows: `out` takes q8_packed_bytes. A CPU backend packs each weight
+// matrix once when it maps it (Backend::map_matrix).
+bool q8_packs(DType wtype);
+size_t q8_packed_bytes(DType wtype, int64_t n_out, int64_t k);
+void pack_rows_for_q8(const void* w, DType wtype, int64_t n_out, int64_t k, void* out);
+// matmul_q8 over pack_rows_for_q8's layout, bit-identical to matmul_q8 over the original rows.
+void matmul_q8_packed(const float* x, int64_t num_tokens, int64_t k, const void* packed, DType wtype, int64_t n_out,
+                      float* y);
+
 // Row `row` of W expanded to f32 (embedding lookup).  out: [k]
 void get_row(const void* w, DType wtype, int64_t k, int64_t row, float* out);
 

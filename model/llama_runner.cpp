@@ -87,8 +87,7 @@ void LlamaRunner::State::check_support() const {
 
 void LlamaRunner::State::map_weights() {
   auto matrix = [&](const WeightMatrix& w) {
-    const size_t bytes = size_t(w.rows) * kernels::row_bytes(w.type, w.cols);
-    return BackendMatrix{be->map_weights(w.data, bytes), w.type, w.rows, w.cols};
+    return BackendMatrix{be->map_matrix(w.data, w.type, w.rows, w.cols), w.type, w.rows, w.cols};
   };
   auto experts = [&](const StackedWeights& w) {
     const size_t bytes = size_t(w.count) * size_t(w.rows) * kernels::row_bytes(w.type, w.cols);
@@ -97,9 +96,10 @@ void LlamaRunner::State::map_weights() {
   auto floats = [&](const std::vector<float>& v) {
     return v.empty() ? nullptr : static_cast<const float*>(be->map_weights(v.data(), v.size() * sizeof(float)));
   };
-  token_embd = matrix(model.token_embedding());
-  const bool tied = model.output_weight().data == model.token_embedding().data;
-  output = tied ? token_embd : matrix(model.output_weight());
+  const WeightMatrix& embd = model.token_embedding();
+  token_embd = BackendMatrix{be->map_weights(embd.data, size_t(embd.rows) * kernels::row_bytes(embd.type, embd.cols)),
+                             embd.type, embd.rows, embd.cols};
+  output = matrix(model.output_weight());  // tied to the embedding or not: a backend maps one image once
   output_norm = floats(model.output_norm());
   rope_freq_factors = floats(model.rope_freq_factors());
   for (const LayerWeights& w : model.layers()) {

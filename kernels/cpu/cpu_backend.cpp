@@ -1,5 +1,5 @@
 // The CPU backend: host memory, ops run as they are called on the kernel threads (threads.cpp). Weights are used in
-// place from the memory-mapped file, never copied.
+// place from the memory-mapped file, except the matrices that 8-bit activations read faster packed (map_matrix).
 #include <unistd.h>
 
 #include <cstdlib>
@@ -7,6 +7,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -54,6 +55,14 @@ class CpuBackend final : public Backend {
   void copy_out(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void synchronize() override {}
   const void* map_weights(const void* host, size_t) override { return host; }
+  const void* map_matrix(const void* host, DType type, int64_t rows, int64_t cols) override {
+    if (!q8_ || !q8_packs(type) || cols % 32 != 0) return host;
+    Packed copy(allocate(q8_packed_bytes(type, rows, cols)));
+    pack_rows_for_q8(host, type, rows, cols, copy.get());
+    const void* p = copy.get();
+    packed_.emplace(p, std::move(copy));
+    return p;
+  }
   void reserve(const StepLimits&) override {}
 
   void get_rows(const void* table, DType type, int64_t cols, const int32_t* ids, int64_t n, float* out) override {
@@ -61,7 +70,9 @@ class CpuBackend final : public Backend {
   }
   void matmul(const float* x, int64_t tokens, const void* w, DType type, int64_t rows, int64_t cols,
               float* y) override {
-    if (q8_ && matmul_q8_supports(type)) {
+    if (q8_ && packed_.count(w)) {
+      ops_.matmul_q8_packed(x, tokens, cols, w, type, rows, y);
+    } else if (q8_ && matmul_q8_supports(type)) {
       ops_.matmul_q8(x, tokens, cols, w, type, rows, y);
     } else {
       ops_.matmul(x, tokens, cols, w, type, rows, y);
@@ -110,9 +121,15 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  using Packed = std::unique_ptr<void, Free>;
+
   bool q8_;
   CpuIsa isa_;
   const CpuOps& ops_;
+  std::unordered_map<const void*, Packed> packed_;  // map_matrix's copies, by the pointer it returned
 };
 
 }  // namespace

@@ -164,6 +164,10 @@ void matmul(const float* x, int64_t num_tokens, int64_t k, const void* w, DType 
 void matmul_q8(const float* x, int64_t num_tokens, int64_t k, const void* w, DType wtype, int64_t n_out, float* y) {
   ops().matmul_q8(x, num_tokens, k, w, wtype, n_out, y);
 }
+void matmul_q8_packed(const float* x, int64_t num_tokens, int64_t k, const void* packed, DType wtype, int64_t n_out,
+                      float* y) {
+  ops().matmul_q8_packed(x, num_tokens, k, packed, wtype, n_out, y);
+}
 void get_row(const void* w, DType wtype, int64_t k, int64_t row, float* out) { ops().get_row(w, wtype, k, row, out); }
 void get_rows(const void* w, DType wtype, int64_t k, const int32_t* ids, int64_t n, float* out) {
   ops().get_rows(w, wtype, k, ids, n, out);

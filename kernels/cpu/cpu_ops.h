@@ -14,7 +14,7 @@
 
 // Every op the public headers declare whose code depends on the instruction set.
 #define FLASHSERVE_CPU_OPS(X) \
-  X(matmul) X(matmul_q8) X(get_row) X(get_rows) X(rmsnorm) X(add_rmsnorm) X(rope) X(swiglu) X(geglu) \
+  X(matmul) X(matmul_q8) X(matmul_q8_packed) X(get_row) X(get_rows) X(rmsnorm) X(add_rmsnorm) X(rope) X(swiglu) X(geglu) \
   X(add_bias) X(scale) X(kv_write) X(paged_attention) X(moe_route) X(scatter_rows) X(weighted_sum_rows) \
   X(softmax)
 

@@ -60,7 +60,7 @@ class CudaBackend final : public Backend {
     FLASHSERVE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
   ~CudaBackend() override {
-    for (void* p : weights_) cudaFree(p);
+    for (const Upload& u : uploads_) cudaFree(u.device);
     if (decode_workspace_) cudaFree(decode_workspace_);
     if (moe_workspace_) cudaFree(moe_workspace_);
     if (stream_) cudaStreamDestroy(stream_);
@@ -102,9 +102,13 @@ class CudaBackend final : public Backend {
   }
   void synchronize() override { FLASHSERVE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
+  // A range mapped twice (an output head tied to the embedding table) is uploaded once.
   const void* map_weights(const void* host, size_t bytes) override {
+    for (const Upload& u : uploads_) {
+      if (u.host == host && u.bytes == bytes) return u.device;
+    }
     void* d = allocate(bytes);
-    weights_.push_back(d);
+    uploads_.push_back({host, bytes, d});
     FLASHSERVE_CUDA_CHECK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
     return d;
   }
@@ -217,7 +221,12 @@ class CudaBackend final : public Backend {
   std::string device_name_;
   cudaStream_t stream_ = nullptr;
   cuda::MatmulContext matmul_;
-  std::vector<void*> weights_;
+  struct Upload {
+    const void* host;
+    size_t bytes;
+    void* device;
+  };
+  std::vector<Upload> uploads_;  // map_weights' copies
   void* decode_workspace_ = nullptr;
   size_t decode_workspace_bytes_ = 0;
   void* moe_workspace_ = nullptr;

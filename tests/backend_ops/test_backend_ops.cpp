@@ -455,6 +455,10 @@ TEST(BackendOps, EveryCpuCopyAgreesWithTheScalarOne) {
       EXPECT_LT(nmse(product(*be, w, t), widen(product(*scalar, w, t))), 1e-12);
       if (kernels::matmul_q8_supports(t)) {
         EXPECT_EQ(product(*be_q8, w, t), product(*scalar_q8, w, t));
+        // The same rows packed by map_matrix (Q4_0, Q4_1, Q8_0), still bit for bit.
+        std::vector<float> packed(size_t(tokens * n_out));
+        be_q8->matmul(x.data(), tokens, be_q8->map_matrix(w.data(), t, n_out, k), t, n_out, k, packed.data());
+        EXPECT_EQ(packed, product(*scalar_q8, w, t)) << "map_matrix";
       }
     }
     const auto wn = random_floats(rng, size_t(k), 0.5f, 1.5f), up = random_floats(rng, x.size(), -2.0f, 2.0f);

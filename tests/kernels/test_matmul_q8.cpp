@@ -270,6 +270,66 @@ TEST(MatmulQ8, WithinTheActivationRoundingOfTheExactProduct) {
   }
 }
 
+// Activations with NaN and infinities quantize as the contract says (NaN codes 0; an infinite block
+// scale makes the block's dot NaN): equal to the plain transcription, NaN where it is NaN.
+TEST(MatmulQ8, NonFiniteActivationsFollowThePlainContract) {
+  std::mt19937 rng(74);
+  const int64_t k = 256, n_out = 11;
+  for (DType t : {DType::Q8_0, DType::Q4_1, DType::Q6_K}) {
+    const auto w = random_blocks(rng, t, n_out * k / block_elems(t));
+    auto x = random_floats(rng, size_t(2 * k), -3.0f, 3.0f);
+    x[5] = NAN;                             // one NaN in an otherwise finite block
+    x[40] = INFINITY;                       // an infinite block of token 0
+    x[size_t(k) + 100] = -INFINITY;         // and of token 1
+    for (int64_t i = 160; i < 192; ++i) x[size_t(i)] = NAN;  // a block of NaN only
+    const auto y = run_q8(x, 2, k, w, t, n_out);
+    const size_t rb = row_bytes(t, k);
+    for (int64_t tok = 0; tok < 2; ++tok) {
+      for (int64_t o = 0; o < n_out; ++o) {
+        const float want = plain_dot(x.data() + tok * k, w.data() + size_t(o) * rb, k, t);
+        const float got = y[size_t(tok * n_out + o)];
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(got)) << dtype_name(t) << " token " << tok << " row " << o << ": " << got;
+        } else {
+          EXPECT_EQ(std::memcmp(&got, &want, 4), 0) << dtype_name(t) << " token " << tok << " row " << o;
+        }
+      }
+    }
+  }
+}
+
+// Packed rows (pack_rows_for_q8) give matmul_q8's bits: every token count a tile shape handles, row
+// counts around the groups of eight, odd and even block counts.
+TEST(MatmulQ8, PackedRowsGiveTheSameBits) {
+  std::mt19937 rng(75);
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
+    ASSERT_TRUE(q8_packs(t));
+    for (int64_t n_out : {1, 7, 8, 9, 24, 37}) {
+      for (int64_t k : {32, 64, 96, 576}) {
+        const auto w = random_blocks(rng, t, n_out * k / 32);
+        std::vector<uint8_t> packed(q8_packed_bytes(t, n_out, k));
+        ASSERT_EQ(packed.size(), size_t((n_out + 7) / 8 * 8) * row_bytes(t, k));
+        pack_rows_for_q8(w.data(), t, n_out, k, packed.data());
+        for (int64_t nt : {1, 2, 3, 5}) {
+          auto x = random_floats(rng, size_t(nt * k), -3.0f, 3.0f);
+          for (size_t i = 7; i < x.size(); i += 61) x[i] *= 1000.0f;
+          const auto want = run_q8(x, nt, k, w, t, n_out);
+          std::vector<float> got(want.size(), NAN);
+          matmul_q8_packed(x.data(), nt, k, packed.data(), t, n_out, got.data());
+          ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+              << dtype_name(t) << " n_out=" << n_out << " k=" << k << " tokens=" << nt;
+        }
+      }
+    }
+  }
+  for (DType t : {DType::Q5_0, DType::Q4_K, DType::F32}) EXPECT_FALSE(q8_packs(t)) << dtype_name(t);
+  std::vector<float> x(64), y(1);
+  std::vector<uint8_t> w(4096);
+  EXPECT_THROW(matmul_q8_packed(x.data(), 1, 64, w.data(), DType::Q4_K, 1, y.data()), std::invalid_argument);
+  EXPECT_THROW(matmul_q8_packed(x.data(), 1, 48, w.data(), DType::Q4_1, 1, y.data()), std::invalid_argument);
+  EXPECT_THROW(pack_rows_for_q8(w.data(), DType::Q5_1, 1, 64, y.data()), std::invalid_argument);
+}
+
 TEST(MatmulQ8, RefusesFloatFormatsAndPartialBlocks) {
   std::vector<float> x(512), y(1);
   std::vector<uint8_t> w(4096);

@@ -13,6 +13,7 @@
 #include "kernels/cpu/block_codec.h"
 #include "kernels/cpu/kquant_codec.h"
 #include "kernels/cpu/matmul_tile.h"
+#include "kernels/cpu/q8_dot.h"
 #include "kernels/matmul.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/parallel.h"
@@ -20,42 +21,13 @@
 namespace flashserve::kernels::FLASHSERVE_ISA {
 namespace {
 
-constexpr int kBlock = 32;
-
-// One block of a token's activations, x ~ d * q, with d times the sum of q over the block and over
-// each half (offset terms multiply those).
-struct ActBlock {
-  float d;
-  float s, s_lo, s_hi;
-  int8_t q[kBlock];
-};
-
-// NaN becomes 0; the rest rounds to nearest even within [-127, 127] (so that negating never wraps).
-int8_t quantize_value(float v) {
-  if (std::isnan(v)) return 0;
-  return int8_t(std::nearbyint(std::clamp(v, -127.0f, 127.0f)));
-}
-
-void quantize_block(const float* x, ActBlock& out) {
-  float amax = 0.0f;
-  for (int i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-  int32_t sum[2] = {0, 0};
-  for (int i = 0; i < kBlock; ++i) {
-    out.q[i] = quantize_value(x[i] * id);
-    sum[i / 16] += out.q[i];
-  }
-  out.d = d;
-  out.s = d * float(sum[0] + sum[1]);
-  out.s_lo = d * float(sum[0]);
-  out.s_hi = d * float(sum[1]);
-}
-
+using q8::ActBlock;
+using q8::half;
+using q8::kBlock;
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
-inline float half(uint16_t h) { return tile::half_scale(h); }
-#else
-inline float half(uint16_t h) { return codec::half_to_float(h); }
+using q8::lane_sums;
 #endif
+using q8::reduce_lanes;
 
 // A chunk's scale for lanes 0-3 (elements 0..15) and 4-7 (16..31), and its offsets.
 struct ChunkScales {
@@ -207,15 +179,6 @@ inline __m256i weight_codes(const typename C::Block& b, int c) {
 }
 #endif
 
-// Per dot product: eight float lanes for the even chunks and eight for the odd ones (two chains
-// hide the FMA latency, and AVX-512 holds a pair of chunks in one register), the offset terms in
-// chunk order, then this fixed reduction.
-float reduce_lanes(const float (&even)[8], const float (&odd)[8], float off) {
-  float l[8];
-  for (int i = 0; i < 8; ++i) l[i] = even[i] + odd[i];
-  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])) + off;
-}
-
 template <class C>
 inline float add_offset(float off, const ChunkScales& s, const ActBlock& a) {
   if constexpr (C::kOffset == Offset::Chunk) return std::fma(s.off_lo, a.s, off);
@@ -224,22 +187,9 @@ inline float add_offset(float off, const ChunkScales& s, const ActBlock& a) {
 }
 
 #if defined(__AVX512BW__)
-// Lane i = sum over bytes 4i .. 4i+3 of w * x, exact (a pair of products fits int16: at most
-// 2 * 128 * 127; VNNI sums the four in int32 directly).
-inline __m512i lane_sums(__m512i w_u8, __m512i x_s8) {
-#if defined(__AVX512VNNI__)
-  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w_u8, x_s8);
-#else
-  return _mm512_madd_epi16(_mm512_maddubs_epi16(w_u8, x_s8), _mm512_set1_epi16(1));
-#endif
-}
-
 template <class C>
 inline __m512i pair_lanes(__m512i w, __m512i x) {
-  if constexpr (C::kSigned) {  // |w| times x with w's sign
-    const __mmask64 negative = _mm512_movepi8_mask(w);
-    return lane_sums(_mm512_abs_epi8(w), _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x));
-  }
+  if constexpr (C::kSigned) return q8::signed_lane_sums(w, x);
   return lane_sums(w, x);
 }
 
@@ -257,17 +207,9 @@ inline __m512 pair(const ChunkScales& a, const ChunkScales& b) {
 }
 inline __m256i act_codes(const ActBlock& a) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q)); }
 #elif defined(FLASHSERVE_AVX2)
-inline __m256i lane_sums(__m256i w_u8, __m256i x_s8) {
-#if defined(__AVXVNNI__)
-  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w_u8, x_s8);
-#else
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(w_u8, x_s8), _mm256_set1_epi16(1));
-#endif
-}
-
 template <class C>
 inline __m256i block_lanes(__m256i w, __m256i x) {
-  if constexpr (C::kSigned) return lane_sums(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+  if constexpr (C::kSigned) return q8::signed_lane_sums(w, x);
   return lane_sums(w, x);
 }
 
@@ -423,6 +365,94 @@ void matmul_codes(const ActBlock* a, int64_t num_tokens, int64_t nb, const char*
 
 }  // namespace
 
+namespace q8 {
+namespace {
+
+// Codes: NaN becomes 0; the rest rounds to nearest even within [-127, 127] (so that negating never
+// wraps). The vector versions compute the same values: max ignores NaN as std::max does in the
+// scalar code (a NaN first operand yields the second), every other step is exact or rounded once the
+// same way.
+void quantize_block(const float* x, ActBlock& out) {
+#if defined(FLASHSERVE_AVX512)
+  const __m512 v[2] = {_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)};
+  const __m512 m = _mm512_max_ps(_mm512_abs_ps(v[1]), _mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_setzero_ps()));
+  const float amax = _mm512_reduce_max_ps(m);
+#elif defined(FLASHSERVE_AVX2)
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 v[4], m = _mm256_setzero_ps();
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_loadu_ps(x + 8 * i);
+    m = _mm256_max_ps(_mm256_andnot_ps(sign, v[i]), m);
+  }
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  const float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+#else
+  float amax = 0.0f;
+  for (int i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(x[i]));
+#endif
+  const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  int32_t sum[2] = {0, 0};
+#if defined(FLASHSERVE_AVX512)
+  for (int i = 0; i < 2; ++i) {
+    const __m512 p = _mm512_mul_ps(v[i], _mm512_set1_ps(id));
+    const __mmask16 number = _mm512_cmp_ps_mask(p, p, _CMP_ORD_Q);
+    const __m512 c = _mm512_min_ps(_mm512_max_ps(p, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
+    const __m512i q = _mm512_maskz_cvtps_epi32(number, _mm512_roundscale_ps(c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out.q + 16 * i), _mm512_cvtepi32_epi8(q));
+    sum[i] = _mm512_reduce_add_epi32(q);
+  }
+#elif defined(FLASHSERVE_AVX2)
+  __m256i q[4];
+  for (int i = 0; i < 4; ++i) {
+    const __m256 p = _mm256_mul_ps(v[i], _mm256_set1_ps(id));
+    const __m256 number = _mm256_cmp_ps(p, p, _CMP_ORD_Q);
+    const __m256 c = _mm256_min_ps(_mm256_max_ps(p, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+    const __m256 r = _mm256_round_ps(c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q[i] = _mm256_cvttps_epi32(_mm256_and_ps(r, number));
+  }
+  for (int i = 0; i < 2; ++i) {
+    const __m256i s8 = _mm256_add_epi32(q[2 * i], q[2 * i + 1]);
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+    s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+    sum[i] = _mm_cvtsi128_si32(_mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1)));
+  }
+  // packs interleave 128-bit lanes; the permute puts the 32 bytes back in element order.
+  const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.q),
+                      _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+#else
+  for (int i = 0; i < kBlock; ++i) {
+    const float v = x[i] * id;
+    out.q[i] = std::isnan(v) ? 0 : int8_t(std::nearbyint(std::clamp(v, -127.0f, 127.0f)));
+    sum[i / 16] += out.q[i];
+  }
+#endif
+  out.d = d;
+  out.s = d * float(sum[0] + sum[1]);
+  out.s_lo = d * float(sum[0]);
+  out.s_hi = d * float(sum[1]);
+}
+
+}  // namespace
+
+const ActBlock* quantize_rows(const float* x, int64_t num_tokens, int64_t k) {
+  const int64_t blocks = num_tokens * (k / kBlock);
+  // Reused across calls: a step's matmuls all fit the largest one's activations.
+  thread_local std::vector<ActBlock> act;
+  act.resize(size_t(blocks));
+  ActBlock* a = act.data();
+  parallel_for(
+      blocks,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) quantize_block(x + i * kBlock, a[i]);
+      },
+      num_tokens * k >= (1 << 16));
+  return a;
+}
+
+}  // namespace q8
+
 void matmul_q8(const float* x, int64_t num_tokens, int64_t k, const void* w, DType wtype, int64_t n_out, float* y) {
   if (!matmul_q8_supports(wtype)) {
     throw_invalid_argument("matmul_q8: no integer dot product for %s", dtype_name(wtype).data());
@@ -432,16 +462,7 @@ void matmul_q8(const float* x, int64_t num_tokens, int64_t k, const void* w, DTy
   }
   if (num_tokens <= 0 || n_out <= 0) return;
   const int64_t nb = k / kBlock;
-  // Reused across calls: a step's matmuls all fit the largest one's activations.
-  thread_local std::vector<ActBlock> act;
-  act.resize(size_t(num_tokens * nb));
-  ActBlock* a = act.data();
-  parallel_for(
-      num_tokens * nb,
-      [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) quantize_block(x + i * kBlock, a[i]);
-      },
-      num_tokens * k >= (1 << 16));
+  const ActBlock* a = q8::quantize_rows(x, num_tokens, k);
   const auto* wb = static_cast<const char*>(w);
   const size_t rb = row_bytes(wtype, k);
   switch (wtype) {
