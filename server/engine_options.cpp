@@ -51,7 +51,8 @@ void EngineOptions::add_to(CLI::App& app) {
       ->check(CLI::ExistingFile);
   app.add_option("--cpu-activations", cpu_activations,
                  "cpu: q8 quantizes activations to 8 bits for integer dots with quantized weights (as "
-                 "llama.cpp does; experimental, not yet faster end to end); f32 keeps them exact")
+                 "llama.cpp does; Q4_0/Q4_1/Q8_0 matrices are packed at load, a second copy in memory); "
+                 "f32 keeps them exact and reads weights in place (the reference)")
       ->check(CLI::IsMember({"q8", "f32"}))
       ->capture_default_str();
   app.add_flag("--no-cuda-graphs", no_cuda_graphs, "cuda: launch decode steps kernel by kernel instead of replaying graphs");

@@ -25,7 +25,7 @@ struct EngineOptions {
   double gpu_memory_fraction = 0.9;  // --device cuda: share of GPU memory for weights, activations, KV
   std::string kv_cache_dtype = "f16";  // --device cuda: f16 or bf16 (the CPU cache is f32)
   bool no_cuda_graphs = false;
-  std::string cpu_activations = "f32";  // cpu: f32 (exact) or q8 (integer dots for Q8_0/Q4_x weights)
+  std::string cpu_activations = "q8";  // cpu: q8 (integer dots for quantized weights) or f32 (exact)
   std::string chat_template_file;    // a Jinja file used instead of the model's own template
 
   void add_to(CLI::App& app);
