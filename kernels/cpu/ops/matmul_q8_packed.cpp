@@ -34,31 +34,32 @@ const uint8_t* group_block(const uint8_t* g, int64_t b) {
   return g + size_t(b) * q8_packed::kGroupBlock<B>;
 }
 
-// Which row and which of matmul_q8's eight lanes (element 4 lane .. 4 lane + 3 of a chunk) slot l
-// of code vector v holds, where a vector is `width` int32 slots wide. Nibble formats: a vector holds
-// the low (v even) or high (v odd) nibbles of width / 4 rows; Q8_0: all 32 codes of width / 8 rows.
+// Which row slot l of code vector v holds, where a vector is `width` int32 slots wide (each slot one
+// of matmul_q8's lanes: elements 4 i .. 4 i + 3 of a chunk). Nibble formats: a vector holds the low
+// (v even: lanes 0-3) or high (v odd: lanes 4-7) nibbles of width / 4 rows; Q8_0: all eight lanes of
+// width / 8 rows.
 template <class B>
 constexpr int row_of(int v, int l, int width) {
   if constexpr (kNibbles<B>) return (v / 2) * (width / 4) + l / 4;
   return v * (width / 8) + l / 8;
 }
-template <class B>
-constexpr int lane_of(int v, int l) {
-  if constexpr (kNibbles<B>) return 4 * (v % 2) + l % 4;
-  return l % 8;
-}
 
-// y for the first `rows` rows the vectors hold, from their slots: acc[parity][v][slot].
+// The vector code reduces q8::reduce_lanes' way, the same additions on the same pairs: the even and
+// odd accumulators added, then lane i plus lane i + 4, then within each 128-bit lane slots 0 + 2 and
+// 1 + 3, then those two. A row's sum lands in slot 0 of a 128-bit lane; this picks it: vector v of
+// Width slots, after the nibble formats' pairing of vectors 2q and 2q + 1 into 2q.
 template <class B, int V, int Width>
-void finish(const float (&acc)[2][V][Width], const float* off, int rows, float* y) {
-  float lanes[kRows][2][8] = {};  // filled for every row the vectors hold
-  for (int p = 0; p < 2; ++p)
-    for (int v = 0; v < V; ++v)
-      for (int l = 0; l < Width; ++l) lanes[row_of<B>(v, l, Width)][p][lane_of<B>(v, l)] = acc[p][v][l];
-  for (int r = 0; r < rows; ++r) y[r] = q8::reduce_lanes(lanes[r][0], lanes[r][1], off[r]);
+float row_sum(const float (&sums)[V][Width], int r) {
+  if constexpr (kNibbles<B>) return sums[2 * (r / (Width / 4))][4 * (r % (Width / 4))];
+  return sums[r / (Width / 8)][8 * (r % (Width / 8))];
 }
 
 #if defined(FLASHSERVE_AVX512)
+inline __m512 in_lane_sums(__m512 l) {
+  const __m512 q = _mm512_add_ps(l, _mm512_permute_ps(l, _MM_SHUFFLE(1, 0, 3, 2)));
+  return _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+
 // Slot l of vector v takes the scale product of row_of(v, l).
 template <class B>
 __m512i scale_index(int v) {
@@ -122,11 +123,21 @@ void group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y, int64
   }
   if (b < nb) step(b, 0);
   for (int t = 0; t < T; ++t) {
-    alignas(64) float lanes[2][V][16], offs[8];
-    for (int p = 0; p < 2; ++p)
-      for (int v = 0; v < V; ++v) _mm512_store_ps(lanes[p][v], acc[t][p][v]);
+    __m512 reduced[V];
+    for (int v = 0; v < V; ++v) reduced[v] = _mm512_add_ps(acc[t][0][v], acc[t][1][v]);
+    alignas(64) float sums[V][16], offs[8];
+    for (int v = 0; v < V; ++v) {
+      __m512 l;
+      if constexpr (kNibbles<B>) {  // vectors 2q and 2q+1 hold lanes 0-3 and 4-7 of the same rows
+        if (v % 2) continue;
+        l = _mm512_add_ps(reduced[v], reduced[v + 1]);
+      } else {  // lanes 0-3 and 4-7 of a row sit in neighbouring 128-bit lanes
+        l = _mm512_add_ps(reduced[v], _mm512_shuffle_f32x4(reduced[v], reduced[v], _MM_SHUFFLE(2, 3, 0, 1)));
+      }
+      _mm512_store_ps(sums[v], in_lane_sums(l));
+    }
     _mm256_store_ps(offs, off[t]);
-    finish<B>(lanes, offs, rows, y + t * n_out);
+    for (int r = 0; r < rows; ++r) y[t * n_out + r] = row_sum<B>(sums, r) + offs[r];
   }
 }
 
@@ -138,6 +149,11 @@ void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t
   if (t < num_tokens) group_tile<B, 1>(g, a + t * nb, nb, y + t * n_out, n_out, rows);
 }
 #elif defined(FLASHSERVE_AVX2)
+inline __m256 in_lane_sums(__m256 l) {
+  const __m256 q = _mm256_add_ps(l, _mm256_permute_ps(l, _MM_SHUFFLE(1, 0, 3, 2)));
+  return _mm256_add_ps(q, _mm256_permute_ps(q, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+
 // Sixteen ymm registers hold one token's accumulators for four rows, so a group is two passes.
 template <class B>
 __m256i scale_index(int v) {
@@ -190,11 +206,21 @@ void half_group(const uint8_t* g, int half, const ActBlock* a, int64_t nb, float
     step(b + 1, 1);
   }
   if (b < nb) step(b, 0);
-  alignas(32) float lanes[2][V][8], offs[4];
-  for (int p = 0; p < 2; ++p)
-    for (int v = 0; v < V; ++v) _mm256_store_ps(lanes[p][v], acc[p][v]);
+  __m256 reduced[V];
+  for (int v = 0; v < V; ++v) reduced[v] = _mm256_add_ps(acc[0][v], acc[1][v]);
+  alignas(32) float sums[V][8], offs[4];
+  for (int v = 0; v < V; ++v) {
+    __m256 l;
+    if constexpr (kNibbles<B>) {
+      if (v % 2) continue;
+      l = _mm256_add_ps(reduced[v], reduced[v + 1]);
+    } else {
+      l = _mm256_add_ps(reduced[v], _mm256_permute2f128_ps(reduced[v], reduced[v], 1));
+    }
+    _mm256_store_ps(sums[v], in_lane_sums(l));
+  }
   _mm_store_ps(offs, off);
-  finish<B>(lanes, offs, rows, y);
+  for (int r = 0; r < rows; ++r) y[r] = row_sum<B>(sums, r) + offs[r];
 }
 
 template <class B>
