@@ -9,7 +9,7 @@ packages=(
   libpcre2-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libcpp-httplib-dev prometheus-cpp-dev
   libgtest-dev libbenchmark-dev prometheus python3-yaml gnuplot-nox
-  libssl-dev clang-14 libclang-rt-14-dev libomp-14-dev llvm-14 qemu-user
+  libssl-dev clang-14 libclang-rt-14-dev llvm-14 qemu-user
 )
 
 missing=()

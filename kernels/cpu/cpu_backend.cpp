@@ -57,7 +57,7 @@ class CpuBackend final : public Backend {
   const void* map_weights(const void* host, size_t) override { return host; }
   const void* map_matrix(const void* host, DType type, int64_t rows, int64_t cols) override {
     if (!q8_ || !q8_packs(type) || cols % 32 != 0) return host;
-    Packed copy(allocate(q8_packed_bytes(type, rows, cols)));
+    Buffer copy(*this, q8_packed_bytes(type, rows, cols));
     pack_rows_for_q8(host, type, rows, cols, copy.get());
     const void* p = copy.get();
     packed_.emplace(p, std::move(copy));
@@ -70,7 +70,7 @@ class CpuBackend final : public Backend {
   }
   void matmul(const float* x, int64_t tokens, const void* w, DType type, int64_t rows, int64_t cols,
               float* y) override {
-    if (q8_ && packed_.count(w)) {
+    if (packed_.count(w)) {
       ops_.matmul_q8_packed(x, tokens, cols, w, type, rows, y);
     } else if (q8_ && matmul_q8_supports(type)) {
       ops_.matmul_q8(x, tokens, cols, w, type, rows, y);
@@ -121,15 +121,10 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
-  };
-  using Packed = std::unique_ptr<void, Free>;
-
   bool q8_;
   CpuIsa isa_;
   const CpuOps& ops_;
-  std::unordered_map<const void*, Packed> packed_;  // map_matrix's copies, by the pointer it returned
+  std::unordered_map<const void*, Buffer> packed_;  // map_matrix's copies, by the pointer it returned
 };
 
 }  // namespace

@@ -41,19 +41,13 @@ uint64_t xcr0() {
   return (uint64_t(hi) << 32) | lo;
 }
 
-// The level in use and its table, read on every op call.
-struct Active {
-  std::atomic<CpuIsa> isa;
-  std::atomic<const CpuOps*> ops;
-};
-
-Active& active() {
-  static const CpuIsa first = best_cpu_isa();
-  static Active a{first, &cpu_ops(first)};
-  return a;
+// The level in use, read on every op call.
+std::atomic<CpuIsa>& active() {
+  static std::atomic<CpuIsa> isa{best_cpu_isa()};
+  return isa;
 }
 
-const CpuOps& ops() { return *active().ops.load(std::memory_order_relaxed); }
+const CpuOps& ops() { return cpu_ops(active().load(std::memory_order_relaxed)); }
 
 }  // namespace
 
@@ -130,7 +124,7 @@ std::vector<CpuIsa> supported_cpu_isas() {
 
 CpuIsa best_cpu_isa() { return supported_cpu_isas().back(); }
 
-CpuIsa cpu_isa() { return active().isa.load(); }
+CpuIsa cpu_isa() { return active().load(); }
 
 void require_cpu_isa(CpuIsa isa) {
   if (!cpu_supports(isa)) {
@@ -141,8 +135,7 @@ void require_cpu_isa(CpuIsa isa) {
 
 void set_cpu_isa(CpuIsa isa) {
   require_cpu_isa(isa);
-  active().isa.store(isa);
-  active().ops.store(&cpu_ops(isa));
+  active().store(isa);
 }
 
 void throw_invalid_argument(const char* format, ...) {

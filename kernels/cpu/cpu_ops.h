@@ -23,7 +23,7 @@ namespace flashserve::kernels {
 // Throws std::invalid_argument with a printf-formatted message. Op files build error messages
 // through this (compiled once, for plain x86-64) rather than with std::string: the string code they
 // would inline is shared across copies, so the linker could keep an AVX-512 build of it for the
-// whole program (tests/kernels/check_isa_symbols.sh fails on any such symbol).
+// whole program (tests/kernels/check_isa_isolation.sh fails on any such symbol).
 [[noreturn]] void throw_invalid_argument(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 struct CpuOps {

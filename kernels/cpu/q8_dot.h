@@ -67,4 +67,13 @@ inline __m256i signed_lane_sums(__m256i w, __m256i x) {
 }
 #endif
 
+#if defined(__AVX512BW__) || defined(FLASHSERVE_AVX2)
+// Lane sums for a format whose codes are signed, or not (0..63).
+template <bool kSigned, class Vec>
+inline Vec code_lane_sums(Vec w, Vec x) {
+  if constexpr (kSigned) return signed_lane_sums(w, x);
+  return lane_sums(w, x);
+}
+#endif
+
 }  // namespace flashserve::kernels::FLASHSERVE_ISA::q8

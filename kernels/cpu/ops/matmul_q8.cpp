@@ -24,9 +24,6 @@ namespace {
 using q8::ActBlock;
 using q8::half;
 using q8::kBlock;
-#if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
-using q8::lane_sums;
-#endif
 using q8::reduce_lanes;
 
 // A chunk's scale for lanes 0-3 (elements 0..15) and 4-7 (16..31), and its offsets.
@@ -187,12 +184,6 @@ inline float add_offset(float off, const ChunkScales& s, const ActBlock& a) {
 }
 
 #if defined(__AVX512BW__)
-template <class C>
-inline __m512i pair_lanes(__m512i w, __m512i x) {
-  if constexpr (C::kSigned) return q8::signed_lane_sums(w, x);
-  return lane_sums(w, x);
-}
-
 inline __m512i pair(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 inline __m512 pair(float lo, float hi) {
   return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(lo)), _mm256_set1_ps(hi), 1);
@@ -207,12 +198,6 @@ inline __m512 pair(const ChunkScales& a, const ChunkScales& b) {
 }
 inline __m256i act_codes(const ActBlock& a) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q)); }
 #elif defined(FLASHSERVE_AVX2)
-template <class C>
-inline __m256i block_lanes(__m256i w, __m256i x) {
-  if constexpr (C::kSigned) return q8::signed_lane_sums(w, x);
-  return lane_sums(w, x);
-}
-
 // Lane scales times the activations' d, each product rounded once, as in the scalar code.
 template <class C>
 inline __m256 lane_scales(const ChunkScales& s, float xd) {
@@ -252,7 +237,7 @@ void dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y,
       const __m512 xd = pair(a0.d, a1.d);
       for (int r = 0; r < R; ++r) {
         // ws * xd per lane is the scalar product of the two scales, rounded once, as in the contract.
-        acc[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pair_lanes<C>(wc[r], xq)), _mm512_mul_ps(ws[r], xd), acc[t][r]);
+        acc[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q8::code_lane_sums<C::kSigned>(wc[r], xq)), _mm512_mul_ps(ws[r], xd), acc[t][r]);
         off[t][r] = add_offset<C>(off[t][r], sc[r][0], a0);
         if (both) off[t][r] = add_offset<C>(off[t][r], sc[r][1], a1);
       }
@@ -285,7 +270,7 @@ void dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y,
       const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.q));
       for (int r = 0; r < R; ++r) {
         __m256& lanes = acc[t][r][b % 2];
-        lanes = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_lanes<C>(wc[r], xq)), lane_scales<C>(sc[r], ab.d), lanes);
+        lanes = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q8::code_lane_sums<C::kSigned>(wc[r], xq)), lane_scales<C>(sc[r], ab.d), lanes);
         off[t][r] = add_offset<C>(off[t][r], sc[r], ab);
       }
     }
