@@ -3,6 +3,7 @@
 #
 #   bench/compare_llamacpp.sh                 # SmolLM2 Q4_1, 2 threads, 2 rounds
 #   MODEL=path.gguf THREADS=4 ROUNDS=3 QUICK=1 bench/compare_llamacpp.sh
+#   ISA=avx2 bench/compare_llamacpp.sh         # both engines held to AVX2 (an AVX2-only machine's case)
 #
 # Builds the anchor first (bench/llamacpp/build.sh: the llama-cpp-python sdist, cached in .cache/),
 # and flashserve's build/ must exist (scripts/test.sh or cmake --build build). Each round runs, in
@@ -17,19 +18,25 @@ cd "$root"
 model="${MODEL:-$root/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
 threads="${THREADS:-2}"
 rounds="${ROUNDS:-2}"
-bin="$root/.cache/llamacpp/build/bin"
+isa="${ISA:-native}"
+case "$isa" in
+  native) bin="$root/.cache/llamacpp/build/bin"; kernels=auto ;;
+  avx2) bin="$root/.cache/llamacpp/build-avx2/bin"; kernels=avx2 ;;
+  *) echo "compare: ISA must be native or avx2, not '$isa'" >&2; exit 2 ;;
+esac
 py="$root/.cache/venv/bin/python"
 for f in build/bench/bench_forward build/server/flashserve build/client/flashserve-bench; do
   [ -x "$f" ] || { echo "compare: $f missing: build flashserve first (cmake --build build)" >&2; exit 1; }
 done
-bench/llamacpp/build.sh > /dev/null
-out="bench/results/compare-llamacpp-$(date -u +%F)-$(git rev-parse --short HEAD)"
+ISA="$isa" bench/llamacpp/build.sh > /dev/null
+out="bench/results/compare-llamacpp-$(date -u +%F)-$(git rev-parse --short HEAD)$([ "$isa" = native ] || echo "-$isa")"
 mkdir -p "$out"
 {
   echo "model: $model ($(sha256sum "$model" | cut -c1-16))"
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(nproc) logical cpus; threads $threads"
   echo "flags: $(grep -m1 flags /proc/cpuinfo | grep -o 'avx2\|avx512f\|avx512_vnni\|avx_vnni' | sort -u | xargs)"
   echo "date: $(date -u +%FT%TZ); commit $(git rev-parse HEAD)"
+  echo "isa: $isa (llama.cpp from $bin; flashserve --cpu-kernels $kernels)"
 } > "$out/machine.txt"
 
 port=18700
@@ -50,14 +57,14 @@ serve_llamacpp() {
   echo $!
 }
 serve_flashserve() {
-  build/server/flashserve serve --model "$model" --threads "$threads" --port "$port" --grpc-port $((port + 1)) \
+  build/server/flashserve --cpu-kernels "$kernels" serve --model "$model" --threads "$threads" --port "$port" --grpc-port $((port + 1)) \
     --served-model-name bench > "$out/flashserve.log" 2>&1 &
   echo $!
 }
 
 for r in $(seq 1 "$rounds"); do
   echo "compare: round $r: kernels"
-  FLASHSERVE_THREADS="$threads" build/bench/bench_forward --benchmark_min_time=2 --benchmark_out="$out/bench_forward.$r.json" \
+  FLASHSERVE_THREADS="$threads" FLASHSERVE_CPU_KERNELS="$kernels" build/bench/bench_forward --benchmark_min_time=2 --benchmark_out="$out/bench_forward.$r.json" \
     --benchmark_out_format=json --benchmark_filter='BM_Prefill/tokens:512|BM_Decode/batch:1/context:(128|1024)' \
     > "$out/bench_forward.$r.txt" 2>&1
   "$bin/llama-bench" -m "$model" -t "$threads" -p 512 -n 128 -d 0,1024 -r 3 -o json > "$out/llama-bench.$r.json" 2> /dev/null

@@ -1,7 +1,7 @@
 // The real model the end-to-end benchmarks run: $FLASHSERVE_MODEL, else the project cache
 // (scripts/fetch_model.sh). Loaded once per process. $FLASHSERVE_THREADS sets the kernel threads,
 // like flashserve's --threads (default: one per physical core), so a comparison can match another
-// engine's thread count.
+// engine's thread count; $FLASHSERVE_CPU_KERNELS the kernel copy, like --cpu-kernels.
 #pragma once
 #include <cstdlib>
 #include <memory>
@@ -16,6 +16,7 @@ namespace flashserve {
 inline const LlamaModel& real_model() {
   static const auto m = [] {
     if (const char* threads = std::getenv("FLASHSERVE_THREADS")) set_cpu_threads(std::atoi(threads));
+    if (const char* kernels = std::getenv("FLASHSERVE_CPU_KERNELS")) set_cpu_kernels(kernels);
     const char* env = std::getenv("FLASHSERVE_MODEL");
     return LlamaModel::load(env && *env ? env : FLASHSERVE_DEFAULT_MODEL);
   }();

@@ -4,6 +4,8 @@
 # dump_logits tool compiled against its libllama. Idempotent: what is built is skipped.
 # Not part of scripts/test.sh (it takes ~20 min on 2 cores).
 #   bench/llamacpp/build.sh            # build (JOBS=N to change the parallelism, default nproc)
+#   ISA=avx2 bench/llamacpp/build.sh   # a second build, into build-avx2/, using AVX2 at most: what an
+#                                      # AVX2-only machine runs, for comparing there on an AVX-512 one
 # Prints the paths of the binaries at the end.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -11,7 +13,14 @@ cache="${FLASHSERVE_CACHE:-$root/.cache}/llamacpp"
 version=0.3.36
 sdist_sha=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 src="$cache/llama_cpp_python-$version/vendor/llama.cpp"
-build="$cache/build"
+isa="${ISA:-native}"
+case "$isa" in
+  native) build="$cache/build"; isa_flags=(-DGGML_NATIVE=ON) ;;
+  avx2) build="$cache/build-avx2"
+        isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+                   -DGGML_AVX512=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF) ;;
+  *) echo "llamacpp: ISA must be native or avx2, not '$isa'" >&2; exit 2 ;;
+esac
 bin="$build/bin"
 jobs="${JOBS:-$(nproc)}"
 targets=(llama-quantize llama-bench llama-server llama-tokenize llama-gguf-split)
@@ -31,7 +40,7 @@ fi
 # 2. llama.cpp itself. No network at build time: no prebuilt web UI, no OpenSSL/curl downloads.
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON \
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF "${isa_flags[@]}" \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
     -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF
 fi
