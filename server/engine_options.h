@@ -18,7 +18,7 @@ struct EngineOptions {
   int32_t max_num_batched_tokens = 512;
   int32_t max_waiting = 1024;
   double max_queue_time_s = 60;
-  double max_step_ms = 100;  // while tokens stream, cut steps to what fits this long (0: never)
+  double max_step_ms = 70;  // while tokens stream, cut steps to what fits this long (0: never)
   bool no_prefix_caching = false;
   bool priority_scheduling = false;
   std::string device = "auto";       // auto: cuda when this build has it and a GPU is visible, else cpu
