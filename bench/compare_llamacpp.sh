@@ -10,7 +10,9 @@
 # this order: bench_forward (prefill 512; decode at 128 and 1024 cached, f32 and q8 activations) and
 # llama-bench (pp512, tg128 at depth 0 and 1024); then llama-server -np 16 and flashserve serve under
 # the same flashserve-bench loads: closed loop c16 (128 in / 128 out), and open loop Poisson at half
-# of llama-server's c16 request rate. QUICK=1 skips the serving part. Raw outputs go to a folder under
+# of llama-server's c16 request rate, with prompts of its own (a seed the c16 run did not use, so no
+# prompt is already in either server's cache). QUICK=1 skips the serving part, SERVING_ONLY=1 the
+# kernels. Raw outputs go to a folder under
 # bench/results/ named for the date and commit, with the CPU model and flags; the ratios are printed.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -63,21 +65,23 @@ serve_flashserve() {
 }
 
 for r in $(seq 1 "$rounds"); do
-  echo "compare: round $r: kernels"
-  FLASHSERVE_THREADS="$threads" FLASHSERVE_CPU_KERNELS="$kernels" build/bench/bench_forward --benchmark_min_time=2 --benchmark_out="$out/bench_forward.$r.json" \
-    --benchmark_out_format=json --benchmark_filter='BM_Prefill/tokens:512|BM_Decode/batch:1/context:(128|1024)' \
-    > "$out/bench_forward.$r.txt" 2>&1
-  "$bin/llama-bench" -m "$model" -t "$threads" -p 512 -n 128 -d 0,1024 -r 3 -o json > "$out/llama-bench.$r.json" 2> /dev/null
+  if [ "${SERVING_ONLY:-0}" != 1 ]; then
+    echo "compare: round $r: kernels"
+    FLASHSERVE_THREADS="$threads" FLASHSERVE_CPU_KERNELS="$kernels" build/bench/bench_forward --benchmark_min_time=2 --benchmark_out="$out/bench_forward.$r.json" \
+      --benchmark_out_format=json --benchmark_filter='BM_Prefill/tokens:512|BM_Decode/batch:1/context:(128|1024)' \
+      > "$out/bench_forward.$r.txt" 2>&1
+    "$bin/llama-bench" -m "$model" -t "$threads" -p 512 -n 128 -d 0,1024 -r 3 -o json > "$out/llama-bench.$r.json" 2> /dev/null
+  fi
   [ "${QUICK:-0}" = 1 ] && continue
   echo "compare: round $r: serving"
   pid=$(serve_llamacpp); wait_http "http://127.0.0.1:$port/health"
   load "llama-server.c16.$r" "$port" --concurrency 16 --num-requests 64 --warmup 16 --seed "$r"
   rate=$("$py" -c "import json; print(json.load(open('$out/llama-server.c16.$r.json'))['request_throughput'] / 2)")
-  load "llama-server.open.$r" "$port" --request-rate "$rate" --num-requests 48 --seed "$r"
+  load "llama-server.open.$r" "$port" --request-rate "$rate" --num-requests 48 --seed $((r + 1000))
   kill "$pid"; wait "$pid" 2> /dev/null || true
   pid=$(serve_flashserve); wait_http "http://127.0.0.1:$port/ready"
   load "flashserve.c16.$r" "$port" --concurrency 16 --num-requests 64 --warmup 16 --seed "$r"
-  load "flashserve.open.$r" "$port" --request-rate "$rate" --num-requests 48 --seed "$r"
+  load "flashserve.open.$r" "$port" --request-rate "$rate" --num-requests 48 --seed $((r + 1000))
   kill "$pid"; wait "$pid" 2> /dev/null || true
 done
 
@@ -85,10 +89,14 @@ done
 import json, os, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
 def ours(r, name):
+    if not os.path.exists(f"{out}/bench_forward.{r}.json"):
+        return None
     for b in json.load(open(f"{out}/bench_forward.{r}.json"))["benchmarks"]:
         if b["name"].startswith(name):
             return b["items_per_second"]
 def theirs(r, test, depth):
+    if not os.path.exists(f"{out}/llama-bench.{r}.json"):
+        return None
     for b in json.load(open(f"{out}/llama-bench.{r}.json")):
         if (b["n_prompt"], b["n_gen"], b.get("n_depth", 0)) == test + (depth,):
             return b["avg_ts"]
