@@ -1,0 +1,76 @@
+// Which tokens a grammar allows next, fast enough to run every decode step.
+//
+// Scanning the vocabulary from a parse state means stepping the matcher through every token's
+// bytes. Most of that work does not depend on the whole parse stack, only on its top: a token is
+// accepted or rejected inside the rule it starts in, whatever called that rule (XGrammar's
+// context-independent tokens). So CompiledGrammar walks the token trie once per character-class
+// position, with the stack cut below that position's rule (down to where the grammar alone fixes
+// what follows), and sorts each token into accepted, rejected, or uncertain: it would need to
+// continue in the caller to be judged. A step's mask is then, for each live stack, the position's
+// accepted set plus its uncertain tokens checked against the real stack.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+#include "grammar/grammar.h"
+#include "grammar/matcher.h"
+#include "grammar/token_trie.h"
+
+namespace flashserve::grammar {
+
+// Bit t set: token t allowed. (vocabulary size + 63) / 64 words.
+using TokenBitmask = std::vector<uint64_t>;
+
+struct VocabularyIndex {
+  explicit VocabularyIndex(Vocabulary v) : vocab(std::move(v)), trie(vocab.token_bytes) {}
+  size_t mask_words() const { return (vocab.token_bytes.size() + 63) / 64; }
+  Vocabulary vocab;
+  TokenTrie trie;
+};
+
+class CompiledGrammar {
+ public:
+  CompiledGrammar(Grammar g, std::shared_ptr<const VocabularyIndex> vocab);
+
+  const Grammar& grammar() const { return *grammar_; }
+  const std::shared_ptr<const Grammar>& grammar_ptr() const { return grammar_; }
+  const VocabularyIndex& vocab() const { return *vocab_; }
+
+  struct PositionTokens {
+    TokenBitmask accepted_bits;       // when many are accepted
+    std::vector<int32_t> accepted;    // otherwise
+    std::vector<int32_t> uncertain;
+  };
+  // Null for positions that are not character classes.
+  const PositionTokens* at(int32_t pos) const {
+    const int32_t i = index_[size_t(pos)];
+    return i < 0 ? nullptr : &positions_[size_t(i)];
+  }
+
+ private:
+  std::shared_ptr<const Grammar> grammar_;
+  std::shared_ptr<const VocabularyIndex> vocab_;
+  std::vector<int32_t> index_;  // per grammar position
+  std::vector<PositionTokens> positions_;
+};
+
+// One request's constrained decoding.
+class GrammarMatcher {
+ public:
+  explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> g);
+  // The tokens allowed next (mask resized to the vocabulary's words).
+  void fill_mask(TokenBitmask& mask);
+  // Moves past `token`; false (nothing changes) if the grammar does not allow it.
+  bool accept(int32_t token);
+  // The output so far is a complete sentence of the grammar.
+  bool can_end() const { return matcher_.can_end(); }
+  // Complete, and no longer text could be (end of generation is the only way on).
+  bool must_end() const;
+
+ private:
+  std::shared_ptr<const CompiledGrammar> g_;
+  Matcher matcher_;
+  MatchState scratch_[2];
+};
+
+}  // namespace flashserve::grammar

@@ -1,0 +1,145 @@
+// Token masks from the per-position tables against the plain answer: step every token's bytes
+// through the matcher. Random walks through several grammars on a synthetic vocabulary full of
+// tokens that cross rule boundaries and split characters, then on SmolLM2's real vocabulary.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <string>
+
+#include "grammar/gbnf_parser.h"
+#include "grammar/token_masks.h"
+#include "model/gguf.h"
+#include "model/tokenizer.h"
+#include "tests/util/test_paths.h"
+
+namespace flashserve::grammar {
+namespace {
+
+const char* kJson = R"(
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null")
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [0-9]{0,15})? ws
+ws ::= | " " | "\n" [ \t]{0,20}
+)";
+
+TokenBitmask brute_force_mask(Matcher& m, const Vocabulary& v) {
+  TokenBitmask mask((v.token_bytes.size() + 63) / 64, 0);
+  const size_t mark = m.pool().size();
+  Stepper stepper(m.grammar(), m.pool());
+  for (size_t t = 0; t < v.token_bytes.size(); ++t) {
+    const std::string& bytes = v.token_bytes[t];
+    if (bytes.empty()) continue;
+    MatchState cur = m.state(), next;
+    bool ok = true;
+    for (char c : bytes) {
+      if (!(ok = stepper.step(cur, uint8_t(c), next))) break;
+      std::swap(cur, next);
+    }
+    if (ok) mask[t >> 6] |= uint64_t(1) << (t & 63);
+  }
+  m.pool().rollback(mark);
+  if (m.can_end()) {
+    for (int32_t t : v.end_ids) mask[size_t(t) >> 6] |= uint64_t(1) << (t & 63);
+  }
+  return mask;
+}
+
+std::vector<int32_t> allowed(const TokenBitmask& mask, size_t n) {
+  std::vector<int32_t> out;
+  for (size_t t = 0; t < n; ++t) {
+    if ((mask[t >> 6] >> (t & 63)) & 1) out.push_back(int32_t(t));
+  }
+  return out;
+}
+
+// Walks `steps` random allowed tokens, comparing the fast mask with the brute-force one each step.
+void random_walks(const std::string& gbnf, const std::shared_ptr<const VocabularyIndex>& vocab, int walks, int steps) {
+  auto compiled = std::make_shared<const CompiledGrammar>(parse_gbnf(gbnf), vocab);
+  const size_t n = vocab->vocab.token_bytes.size();
+  std::mt19937 rng(7);
+  for (int w = 0; w < walks; ++w) {
+    GrammarMatcher fast(compiled);
+    Matcher slow(compiled->grammar_ptr());
+    TokenBitmask mask;
+    for (int s = 0; s < steps; ++s) {
+      fast.fill_mask(mask);
+      const std::vector<int32_t> got = allowed(mask, n), want = allowed(brute_force_mask(slow, vocab->vocab), n);
+      ASSERT_EQ(got, want) << "walk " << w << " step " << s;
+      std::vector<int32_t> text_tokens;
+      for (int32_t t : got) {
+        if (!vocab->vocab.token_bytes[size_t(t)].empty()) text_tokens.push_back(t);
+      }
+      if (text_tokens.empty()) break;
+      const int32_t t = text_tokens[std::uniform_int_distribution<size_t>(0, text_tokens.size() - 1)(rng)];
+      ASSERT_TRUE(fast.accept(t));
+      ASSERT_TRUE(slow.advance(vocab->vocab.token_bytes[size_t(t)]));
+    }
+  }
+}
+
+// Every byte alone, plus pieces that straddle rule boundaries, escapes and split characters.
+std::shared_ptr<const VocabularyIndex> synthetic_vocab() {
+  Vocabulary v;
+  for (int b = 0; b < 256; ++b) v.token_bytes.push_back(std::string(1, char(b)));
+  for (const char* piece : {"{\"", "\":", "\",", "\"}", "\"]", "},", "}]", "[{", "\": \"", "\\n", "\\\"", "\\u00",
+                            "true", "false", "null", "12", "3.", ".5", "e+", "-0", "0.", "\n  ", "  ", " \"", "ab",
+                            "abc\"", "x\\", "\xc3", "\xa9\"", "caf\xc3", "\xc3\xa9", "\xe2\x82", "\xac", "\xe2\x82\xac",
+                            "\"a\":1", "1}", ",\n", "]\n"}) {
+    v.token_bytes.push_back(piece);
+  }
+  v.token_bytes.push_back("");  // a control token: never allowed
+  v.end_ids.push_back(int32_t(v.token_bytes.size()));
+  v.token_bytes.push_back("");  // end of generation
+  return std::make_shared<const VocabularyIndex>(std::move(v));
+}
+
+TEST(TokenMasks, MatchBruteForceOnJson) { random_walks(kJson, synthetic_vocab(), 40, 60); }
+
+TEST(TokenMasks, MatchBruteForceOnOtherShapes) {
+  const auto vocab = synthetic_vocab();
+  random_walks("root ::= item\nitem ::= \"[\" (item (\",\" item)*)? \"]\"", vocab, 20, 30);
+  random_walks("root ::= [a-c]{2,5} (\"\\\"\" | \"x\")? [\xc3\xa0-\xc3\xbf\xe2\x82\xac]*", vocab, 20, 30);
+  random_walks("root ::= \"ab\" | \"a\" [b-z]* \"\\\"\" | x\nx ::= \"abc\\\"\" x?", vocab, 20, 30);
+}
+
+TEST(TokenMasks, EndOfGenerationOnlyWhenComplete) {
+  const auto vocab = synthetic_vocab();
+  auto compiled = std::make_shared<const CompiledGrammar>(parse_gbnf("root ::= \"ab\""), vocab);
+  GrammarMatcher m(compiled);
+  const int32_t eos = vocab->vocab.end_ids[0];
+  TokenBitmask mask;
+  m.fill_mask(mask);
+  EXPECT_FALSE((mask[size_t(eos) >> 6] >> (eos & 63)) & 1);
+  EXPECT_FALSE(m.accept(eos));
+  EXPECT_TRUE(m.accept('a'));
+  EXPECT_FALSE(m.accept('a'));
+  EXPECT_FALSE(m.must_end());
+  EXPECT_TRUE(m.accept('b'));
+  EXPECT_TRUE(m.must_end());
+  m.fill_mask(mask);
+  EXPECT_EQ(allowed(mask, vocab->vocab.token_bytes.size()), std::vector<int32_t>{eos});
+  EXPECT_TRUE(m.accept(eos));
+}
+
+Vocabulary smollm2_vocabulary() {
+  const Tokenizer tok(Tokenizer::data_from_gguf(*GgufFile::open(test::real_model_path())));
+  Vocabulary v;
+  for (int32_t t = 0; t < tok.vocab_size(); ++t) {
+    v.token_bytes.push_back(tok.token_bytes(t, /*render_special=*/false));
+    if (tok.is_end_of_generation(t)) v.end_ids.push_back(t);
+  }
+  return v;
+}
+
+TEST(TokenMasks, MatchBruteForceOnTheRealVocabulary) {
+  const auto vocab = std::make_shared<const VocabularyIndex>(smollm2_vocabulary());
+  ASSERT_GT(vocab->vocab.token_bytes.size(), 49000u);
+  random_walks(kJson, vocab, 3, 25);
+}
+
+}  // namespace
+}  // namespace flashserve::grammar
