@@ -48,6 +48,7 @@ class Grammar {
   const Element& at(int32_t pos) const { return elements_[pos]; }
   size_t num_elements() const { return elements_.size(); }
 
+  const std::vector<CodeRange>& class_ranges(int32_t cls) const { return classes_[cls].ranges; }
   bool class_contains(int32_t cls, uint32_t cp) const;
   // Whether some code point in [lo, hi] is in the class (a partly read UTF-8 character).
   bool class_intersects(int32_t cls, uint32_t lo, uint32_t hi) const;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "grammar/rule_inlining.h"
+
 namespace flashserve::grammar {
 namespace {
 
@@ -10,30 +12,27 @@ constexpr int kMaxChain = 16;
 // Trie steps all positions' walks may take together: a bound on compile time (a few seconds).
 constexpr uint64_t kMaxCompileSteps = 200'000'000;
 
-enum class Verdict { Accepted, Uncertain };
-
 bool has(const MatchState& s, int32_t id) { return std::binary_search(s.stacks.begin(), s.stacks.end(), id); }
 
-// Steps every token of the trie from `start`, reporting the tokens that survive (Accepted) and
-// those cut off after some stack reached kContext (Uncertain); everything else is rejected.
-// Returns the steps taken.
-template <class Report>
-uint64_t walk(Stepper& stepper, const TokenTrie& trie, const MatchState& start, std::vector<MatchState>& states,
-              Report&& report) {
-  states.resize(size_t(trie.max_depth()) + 1);
+// Steps the trie's nodes [begin, end) -- whole subtrees -- on from states[depth(begin) - 1],
+// reporting the tokens that survive (accepted) and the roots of subtrees cut off after some stack
+// reached kContext (uncertain); everything else is rejected. Returns the steps taken.
+template <class Accept, class Uncertain>
+uint64_t walk(Stepper& stepper, const TokenTrie& trie, int32_t begin, int32_t end, std::vector<MatchState>& states,
+              Accept&& accept, Uncertain&& uncertain) {
   std::vector<uint8_t> context(states.size());
-  states[0] = start;
-  context[0] = has(start, kContext);
+  const size_t base = size_t(trie.depth(begin)) - 1;
+  context[base] = has(states[base], kContext);
   uint64_t steps = 0;
-  for (int32_t i = 0; i < trie.num_nodes();) {
+  for (int32_t i = begin; i < end;) {
     const size_t d = size_t(trie.depth(i));
     ++steps;
     if (stepper.step(states[d - 1], trie.byte(i), states[d])) {
-      report(trie.tokens_at(i), Verdict::Accepted);
+      accept(trie.tokens_at(i));
       context[d] = context[d - 1] || has(states[d], kContext);
       ++i;
     } else {
-      if (context[d - 1]) report(trie.tokens_under(i), Verdict::Uncertain);
+      if (context[d - 1]) uncertain(i);
       i = trie.subtree_end(i);
     }
   }
@@ -80,25 +79,25 @@ bool test_bit(const TokenBitmask& m, int32_t t) { return (m[size_t(t) >> 6] >> (
 
 }  // namespace
 
-CompiledGrammar::CompiledGrammar(Grammar g, std::shared_ptr<const VocabularyIndex> vocab)
-    : grammar_(std::make_shared<const Grammar>(std::move(g))), vocab_(std::move(vocab)), index_(grammar_->num_elements(), -1) {
+CompiledGrammar::CompiledGrammar(const Grammar& g, std::shared_ptr<const VocabularyIndex> vocab)
+    : grammar_(std::make_shared<const Grammar>(inline_small_rules(g))), vocab_(std::move(vocab)), index_(grammar_->num_elements(), -1) {
   const Grammar& gr = *grammar_;
   const Continuations continuations(gr);
   const size_t vocab_size = vocab_->vocab.token_bytes.size();
   StackPool pool;
   Stepper stepper(gr, pool);
-  std::vector<MatchState> states;
+  const TokenTrie& trie = vocab_->trie;
+  std::vector<MatchState> states(size_t(trie.max_depth()) + 1);
   uint64_t steps = 0;
   for (int32_t pos = 0; pos < int32_t(gr.num_elements()); ++pos) {
     if (gr.at(pos).kind != Element::Kind::Chars) continue;
     const size_t mark = pool.size();
-    MatchState start;
-    start.stacks.push_back(pool.node(pos, continuations.parent(pool, continuations.rule_of(pos))));
+    states[0].stacks.assign(1, pool.node(pos, continuations.parent(pool, continuations.rule_of(pos))));
     PositionTokens p;
-    steps += walk(stepper, vocab_->trie, start, states, [&](std::span<const int32_t> tokens, Verdict v) {
-      auto& to = v == Verdict::Accepted ? p.accepted : p.uncertain;
-      to.insert(to.end(), tokens.begin(), tokens.end());
-    });
+    steps += walk(
+        stepper, trie, 0, trie.num_nodes(), states,
+        [&](std::span<const int32_t> tokens) { p.accepted.insert(p.accepted.end(), tokens.begin(), tokens.end()); },
+        [&](int32_t node) { p.uncertain_roots.push_back(node); });
     pool.rollback(mark);
     if (steps > kMaxCompileSteps) {
       throw GrammarError("grammar too complex: precomputing its token masks passed the limit of " +
@@ -109,7 +108,6 @@ CompiledGrammar::CompiledGrammar(Grammar g, std::shared_ptr<const VocabularyInde
       for (int32_t t : p.accepted) set_bit(p.accepted_bits, t);
       p.accepted = {};
     }
-    std::sort(p.uncertain.begin(), p.uncertain.end());
     index_[size_t(pos)] = int32_t(positions_.size());
     positions_.push_back(std::move(p));
   }
@@ -118,6 +116,42 @@ CompiledGrammar::CompiledGrammar(Grammar g, std::shared_ptr<const VocabularyInde
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> g)
     : g_(std::move(g)), matcher_(g_->grammar_ptr()) {}
 
+// The uncertain subtrees of a position, judged from the real stack: each root's prefix is stepped
+// once (roots come in trie order, so neighbours share what is already stepped), then its subtree
+// is walked with pruning.
+void GrammarMatcher::add_uncertain(Stepper& stepper, int32_t stack, const std::vector<int32_t>& roots, TokenBitmask& mask) {
+  const TokenTrie& trie = g_->vocab().trie;
+  states_.resize(size_t(trie.max_depth()) + 1);
+  path_.assign(states_.size(), -1);
+  states_[0].stacks.assign(1, stack);
+  states_[0].partial = states_[0].pending = states_[0].length = 0;
+  size_t valid = 0;  // states_[0..valid] hold the states after path_[1..valid]
+  std::vector<int32_t>& ancestors = ancestors_;
+  for (int32_t root : roots) {
+    ancestors.clear();
+    for (int32_t a = trie.parent(root); a >= 0; a = trie.parent(a)) ancestors.push_back(a);
+    std::reverse(ancestors.begin(), ancestors.end());  // ancestors[j] is at depth j + 1
+    size_t common = 0;
+    while (common < valid && common < ancestors.size() && path_[common + 1] == ancestors[common]) ++common;
+    valid = common;
+    bool alive = true;
+    for (; valid < ancestors.size(); ++valid) {
+      path_[valid + 1] = ancestors[valid];
+      if (!stepper.step(states_[valid], trie.byte(ancestors[valid]), states_[valid + 1])) {
+        alive = false;
+        break;
+      }
+    }
+    if (!alive) continue;
+    walk(
+        stepper, trie, root, trie.subtree_end(root), states_,
+        [&](std::span<const int32_t> tokens) {
+          for (int32_t t : tokens) set_bit(mask, t);
+        },
+        [](int32_t) {});
+  }
+}
+
 void GrammarMatcher::fill_mask(TokenBitmask& mask) {
   const VocabularyIndex& vocab = g_->vocab();
   mask.assign(vocab.mask_words(), 0);
@@ -125,11 +159,15 @@ void GrammarMatcher::fill_mask(TokenBitmask& mask) {
   StackPool& pool = matcher_.pool();
   const size_t mark = pool.size();
   Stepper stepper(g_->grammar(), pool);
-  if (state.pending > 0) {  // inside a character: no position's sets apply, walk the trie
-    std::vector<MatchState> states;
-    walk(stepper, vocab.trie, state, states, [&](std::span<const int32_t> tokens, Verdict) {
-      for (int32_t t : tokens) set_bit(mask, t);
-    });
+  if (state.pending > 0) {  // inside a character: no position's tables apply, walk the trie
+    states_.resize(size_t(vocab.trie.max_depth()) + 1);
+    states_[0] = state;
+    walk(
+        stepper, vocab.trie, 0, vocab.trie.num_nodes(), states_,
+        [&](std::span<const int32_t> tokens) {
+          for (int32_t t : tokens) set_bit(mask, t);
+        },
+        [](int32_t) {});
   } else {
     for (int32_t s : state.stacks) {
       if (s < 0) continue;
@@ -138,19 +176,7 @@ void GrammarMatcher::fill_mask(TokenBitmask& mask) {
         for (size_t w = 0; w < mask.size(); ++w) mask[w] |= p.accepted_bits[w];
       }
       for (int32_t t : p.accepted) set_bit(mask, t);
-      for (int32_t t : p.uncertain) {
-        if (test_bit(mask, t)) continue;
-        MatchState* cur = &scratch_[0];
-        MatchState* next = &scratch_[1];
-        cur->stacks.assign(1, s);
-        cur->partial = cur->pending = cur->length = 0;
-        bool ok = true;
-        for (char c : vocab.vocab.token_bytes[size_t(t)]) {
-          if (!(ok = stepper.step(*cur, uint8_t(c), *next))) break;
-          std::swap(cur, next);
-        }
-        if (ok) set_bit(mask, t);
-      }
+      add_uncertain(stepper, s, p.uncertain_roots, mask);
     }
   }
   pool.rollback(mark);

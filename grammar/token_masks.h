@@ -7,7 +7,7 @@
 // position, with the stack cut below that position's rule (down to where the grammar alone fixes
 // what follows), and sorts each token into accepted, rejected, or uncertain: it would need to
 // continue in the caller to be judged. A step's mask is then, for each live stack, the position's
-// accepted set plus its uncertain tokens checked against the real stack.
+// accepted set plus its uncertain subtrees of the trie walked from the real stack.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -30,7 +30,8 @@ struct VocabularyIndex {
 
 class CompiledGrammar {
  public:
-  CompiledGrammar(Grammar g, std::shared_ptr<const VocabularyIndex> vocab);
+  // Matching then runs on `g` with small rules copied per use (rule_inlining.h): grammar() is that.
+  CompiledGrammar(const Grammar& g, std::shared_ptr<const VocabularyIndex> vocab);
 
   const Grammar& grammar() const { return *grammar_; }
   const std::shared_ptr<const Grammar>& grammar_ptr() const { return grammar_; }
@@ -39,7 +40,7 @@ class CompiledGrammar {
   struct PositionTokens {
     TokenBitmask accepted_bits;       // when many are accepted
     std::vector<int32_t> accepted;    // otherwise
-    std::vector<int32_t> uncertain;
+    std::vector<int32_t> uncertain_roots;  // trie subtrees whose tokens need the real stack
   };
   // Null for positions that are not character classes.
   const PositionTokens* at(int32_t pos) const {
@@ -68,9 +69,12 @@ class GrammarMatcher {
   bool must_end() const;
 
  private:
+  void add_uncertain(Stepper& stepper, int32_t stack, const std::vector<int32_t>& roots, TokenBitmask& mask);
+
   std::shared_ptr<const CompiledGrammar> g_;
   Matcher matcher_;
-  MatchState scratch_[2];
+  std::vector<MatchState> states_;  // per trie depth, reused between steps
+  std::vector<int32_t> path_, ancestors_;
 };
 
 }  // namespace flashserve::grammar

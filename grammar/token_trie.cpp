@@ -28,6 +28,7 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) {
     while (common < s.size() && common < prev.size() && s[common] == prev[common]) ++common;
     close_to(common);
     for (size_t d = common; d < s.size(); ++d) {
+      parents_.push_back(path.empty() ? -1 : path.back());
       path.push_back(int32_t(bytes_.size()));
       bytes_.push_back(uint8_t(s[d]));
       depths_.push_back(int32_t(d + 1));

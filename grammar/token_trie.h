@@ -24,6 +24,7 @@ class TokenTrie {
   int32_t num_nodes() const { return int32_t(bytes_.size()); }
   uint8_t byte(int32_t node) const { return bytes_[size_t(node)]; }
   int32_t depth(int32_t node) const { return depths_[size_t(node)]; }  // 1 for a first byte
+  int32_t parent(int32_t node) const { return parents_[size_t(node)]; }  // -1 for a first byte
   int32_t max_depth() const { return max_depth_; }
   // One past the last node under `node` (the next node that is not its descendant).
   int32_t subtree_end(int32_t node) const { return ends_[size_t(node)]; }
@@ -36,7 +37,7 @@ class TokenTrie {
     return {tokens_.data() + first_token_[size_t(from)], size_t(first_token_[size_t(to)] - first_token_[size_t(from)])};
   }
   std::vector<uint8_t> bytes_;
-  std::vector<int32_t> depths_, ends_;
+  std::vector<int32_t> depths_, ends_, parents_;
   std::vector<int32_t> first_token_;  // per node, and one more at the end
   std::vector<int32_t> tokens_;
   int32_t max_depth_ = 0;

@@ -3,6 +3,7 @@
 // tokens that cross rule boundaries and split characters, then on SmolLM2's real vocabulary.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <string>
@@ -65,10 +66,20 @@ void random_walks(const std::string& gbnf, const std::shared_ptr<const Vocabular
     GrammarMatcher fast(compiled);
     Matcher slow(compiled->grammar_ptr());
     TokenBitmask mask;
+    std::string text;
     for (int s = 0; s < steps; ++s) {
       fast.fill_mask(mask);
       const std::vector<int32_t> got = allowed(mask, n), want = allowed(brute_force_mask(slow, vocab->vocab), n);
-      ASSERT_EQ(got, want) << "walk " << w << " step " << s;
+      if (got != want) {
+        std::string diff;
+        for (int32_t t : got) {
+          if (!std::binary_search(want.begin(), want.end(), t)) diff += " +[" + vocab->vocab.token_bytes[size_t(t)] + "]";
+        }
+        for (int32_t t : want) {
+          if (!std::binary_search(got.begin(), got.end(), t)) diff += " -[" + vocab->vocab.token_bytes[size_t(t)] + "]";
+        }
+        FAIL() << "walk " << w << " step " << s << " after [" << text << "]: allowed tokens differ:" << diff;
+      }
       std::vector<int32_t> text_tokens;
       for (int32_t t : got) {
         if (!vocab->vocab.token_bytes[size_t(t)].empty()) text_tokens.push_back(t);
@@ -77,6 +88,7 @@ void random_walks(const std::string& gbnf, const std::shared_ptr<const Vocabular
       const int32_t t = text_tokens[std::uniform_int_distribution<size_t>(0, text_tokens.size() - 1)(rng)];
       ASSERT_TRUE(fast.accept(t));
       ASSERT_TRUE(slow.advance(vocab->vocab.token_bytes[size_t(t)]));
+      text += vocab->vocab.token_bytes[size_t(t)];
     }
   }
 }

@@ -1,0 +1,105 @@
+// Constrained decoding's cost per token: the allowed-token mask for SmolLM2's 49k vocabulary, at
+// every step of JSON documents as the tokenizer splits them (what a model writing them would
+// produce), and the one-off compile of the grammar's per-position token tables.
+//
+//   build/bench/bench_grammar                # p50 / p99 / max mask time per token in the counters
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "grammar/gbnf_parser.h"
+#include "grammar/token_masks.h"
+#include "model/gguf.h"
+#include "model/tokenizer.h"
+
+namespace flashserve {
+namespace {
+
+using namespace grammar;
+
+const char* kJsonGbnf = R"(
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null")
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [0-9]{0,15})? ws
+ws ::= | " " | "\n" [ \t]{0,20}
+)";
+
+// Nested objects and arrays, prose in strings, numbers, escapes, non-ASCII text.
+const std::vector<std::string> kDocuments = {
+    R"({"name": "Ada Lovelace", "age": 36, "email": "ada@example.com", "tags": ["math", "poetry", "engines"],
+"address": {"street": "12 St James's Square", "city": "London", "zip": "SW1Y 4JH"}, "active": true})",
+    R"({"id": 9071, "title": "Quarterly report \"Q3\"", "items": [{"sku": "A-113", "qty": 4, "price": 19.99},
+{"sku": "B-7", "qty": 1, "price": 250.0}], "notes": "Delivered to the café on time, no damage.\nSigned."})",
+    "{\n  \"query\": \"weather in Paris\",\n  \"results\": [\n    {\"day\": \"Monday\", \"high\": 21, \"low\": 12},\n"
+    "    {\"day\": \"Tuesday\", \"high\": 19, \"low\": -2}\n  ],\n  \"units\": \"celsius\"\n}"};
+
+struct Setup {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::shared_ptr<const VocabularyIndex> vocab;
+};
+
+const Setup& setup() {
+  static const Setup s = [] {
+    Setup s;
+    const char* env = std::getenv("FLASHSERVE_MODEL");
+    auto gguf = GgufFile::open(env && *env ? env : FLASHSERVE_DEFAULT_MODEL);
+    s.tokenizer = std::make_unique<Tokenizer>(Tokenizer::data_from_gguf(*gguf));
+    Vocabulary v;
+    for (int32_t t = 0; t < s.tokenizer->vocab_size(); ++t) {
+      v.token_bytes.push_back(s.tokenizer->token_bytes(t, false));
+      if (s.tokenizer->is_end_of_generation(t)) v.end_ids.push_back(t);
+    }
+    s.vocab = std::make_shared<const VocabularyIndex>(std::move(v));
+    return s;
+  }();
+  return s;
+}
+
+void BM_CompileJsonGrammar(benchmark::State& state) {
+  const Setup& s = setup();
+  for (auto _ : state) {
+    CompiledGrammar g(parse_gbnf(kJsonGbnf), s.vocab);
+    benchmark::DoNotOptimize(&g);
+  }
+}
+BENCHMARK(BM_CompileJsonGrammar)->Unit(benchmark::kMillisecond);
+
+void BM_MaskPerToken(benchmark::State& state) {
+  const Setup& s = setup();
+  auto compiled = std::make_shared<const CompiledGrammar>(parse_gbnf(kJsonGbnf), s.vocab);
+  std::vector<std::vector<int32_t>> docs;
+  for (const std::string& d : kDocuments) docs.push_back(s.tokenizer->encode(d, false, false));
+  std::vector<double> us;
+  TokenBitmask mask;
+  for (auto _ : state) {
+    for (const auto& tokens : docs) {
+      GrammarMatcher m(compiled);
+      for (int32_t t : tokens) {
+        const auto t0 = std::chrono::steady_clock::now();
+        m.fill_mask(mask);
+        us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+        if (!((mask[size_t(t) >> 6] >> (t & 63)) & 1) || !m.accept(t)) {
+          state.SkipWithError("a document token was not allowed");
+          return;
+        }
+      }
+    }
+  }
+  std::sort(us.begin(), us.end());
+  auto at = [&](double q) { return us[std::min(us.size() - 1, size_t(q * double(us.size())))]; };
+  state.counters["masks"] = double(us.size());
+  state.counters["p50_us"] = at(0.5);
+  state.counters["p99_us"] = at(0.99);
+  state.counters["max_us"] = us.back();
+}
+BENCHMARK(BM_MaskPerToken)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace flashserve
