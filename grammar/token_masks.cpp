@@ -74,8 +74,7 @@ class Continuations {
   std::vector<std::vector<int32_t>> uses_;
 };
 
-void set_bit(TokenBitmask& m, int32_t t) { m[size_t(t) >> 6] |= uint64_t(1) << (t & 63); }
-bool test_bit(const TokenBitmask& m, int32_t t) { return (m[size_t(t) >> 6] >> (t & 63)) & 1; }
+void set_bit(TokenBitmask& m, int32_t t) { m[size_t(t) >> 5] |= uint32_t(1) << (t & 31); }
 
 }  // namespace
 

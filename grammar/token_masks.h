@@ -18,12 +18,12 @@
 
 namespace flashserve::grammar {
 
-// Bit t set: token t allowed. (vocabulary size + 63) / 64 words.
-using TokenBitmask = std::vector<uint64_t>;
+// Bit t % 32 of word t / 32 set: token t allowed (the sampler's layout, kernels/sampling.h).
+using TokenBitmask = std::vector<uint32_t>;
 
 struct VocabularyIndex {
   explicit VocabularyIndex(Vocabulary v) : vocab(std::move(v)), trie(vocab.token_bytes) {}
-  size_t mask_words() const { return (vocab.token_bytes.size() + 63) / 64; }
+  size_t mask_words() const { return (vocab.token_bytes.size() + 31) / 32; }
   Vocabulary vocab;
   TokenTrie trie;
 };

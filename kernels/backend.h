@@ -131,7 +131,7 @@ class Backend {
   virtual void weighted_sum_rows(const float* rows, const float* weights, int64_t n, int32_t k, int64_t dim,
                                  float* out) = 0;
   virtual void sample_rows(float* logits, int32_t rows, int32_t vocab, const SamplingRow* params,
-                           const TokenAdjust* adjusts, int32_t* tokens) = 0;
+                           const TokenAdjust* adjusts, const uint32_t* masks, int32_t* tokens) = 0;
 
   // Whether record() works here. The CPU cannot (its ops run as they are called, so there would be
   // nothing to gain); a GPU records a step as a graph and replays it with one launch.

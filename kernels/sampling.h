@@ -1,6 +1,7 @@
 // Logits -> next token for a batch of rows, each with its own sampling parameters. The rules, as
 // vLLM's: logit bias; repetition penalty over prompt
-// and output tokens; frequency and presence penalties over output tokens; then argmax (temperature
+// and output tokens; frequency and presence penalties over output tokens; tokens the row's mask
+// forbids (constrained decoding) set to -inf, so nothing can raise them; then argmax (temperature
 // 0: lowest id on ties), or softmax(logits / temperature), top-k, top-p of the top-k survivors' mass,
 // min-p against the best token's probability, and a draw that walks the kept ids in ascending order
 // until the cumulative probability passes uniform * (their total). The request's RNG stays on the
@@ -33,11 +34,17 @@ struct SamplingRow {
   double uniform = 0.0;      // this step's draw in [0, 1); unused when greedy
   int32_t adjust_begin = 0;  // this row's entries: adjusts[adjust_begin .. adjust_end)
   int32_t adjust_end = 0;
+  int32_t mask_row = -1;     // the row of `masks` with this row's allowed tokens; -1: every token
 };
 
-// logits: [num_rows][vocab], used as scratch (overwritten). tokens: [num_rows].
+// Words per row of allowed-token bits: bit t % 32 of word t / 32 set = token t may be picked.
+constexpr int32_t mask_words(int32_t vocab) { return (vocab + 31) / 32; }
+
+// logits: [num_rows][vocab], used as scratch (overwritten). masks: [*][mask_words(vocab)], read at
+// the rows' mask_row (null when no row has one); a mask must allow at least one token. tokens:
+// [num_rows].
 void sample_rows(float* logits, int32_t num_rows, int32_t vocab, const SamplingRow* rows,
-                 const TokenAdjust* adjusts, int32_t* tokens);
+                 const TokenAdjust* adjusts, const uint32_t* masks, int32_t* tokens);
 
 // log p(token) under log_softmax(raw) -- the model's distribution, before bias, penalties and
 // temperature (vLLM's "raw_logprobs") -- and the top_n best (token, logprob), best first, lower id
@@ -48,7 +55,7 @@ void token_logprobs(const float* raw, int32_t vocab, int32_t token, int32_t top_
 namespace cuda {
 // The same contract on device pointers (CUDA builds only): only `tokens` need come back to the host.
 void sample_rows(float* logits, int32_t num_rows, int32_t vocab, const SamplingRow* rows,
-                 const TokenAdjust* adjusts, int32_t* tokens, CUstream_st* stream);
+                 const TokenAdjust* adjusts, const uint32_t* masks, int32_t* tokens, CUstream_st* stream);
 }  // namespace cuda
 
 }  // namespace flashserve::kernels

@@ -19,8 +19,11 @@ enum class LogitRows { Last, All, None };
 // scheduler's RequestSampler), and how many logprobs to return. Runners sample where the logits
 // are, so only tokens cross back to the host.
 struct SamplingStep {
-  kernels::SamplingRow row;  // adjust_begin / adjust_end index `adjusts`
+  kernels::SamplingRow row;  // adjust_begin / adjust_end index `adjusts`; mask_row is the runner's
   std::vector<kernels::TokenAdjust> adjusts;
+  // Constrained decoding: the tokens allowed this step (kernels::mask_words(vocab) words, at least
+  // one bit set); empty: every token.
+  std::vector<uint32_t> mask;
   int32_t logprobs = -1;     // -1: none; n >= 0: the token's logprob and the n best
 };
 

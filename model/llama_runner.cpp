@@ -249,6 +249,8 @@ void LlamaRunner::State::sample(const ForwardBatch& batch, int32_t rows, Forward
   host_rows.assign(size_t(rows), kernels::SamplingRow{});
   for (kernels::SamplingRow& r : host_rows) r.temperature = 0.0f;
   host_adjusts.clear();
+  host_masks.clear();
+  const size_t mask_words = size_t(kernels::mask_words(cfg.vocab_size));
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     if (batch.seqs[i].sample < 0) continue;
     const SamplingStep& d = batch.samples[batch.seqs[i].sample];
@@ -257,18 +259,26 @@ void LlamaRunner::State::sample(const ForwardBatch& batch, int32_t rows, Forward
     r.adjust_begin = int32_t(host_adjusts.size()) + d.row.adjust_begin;
     r.adjust_end = int32_t(host_adjusts.size()) + d.row.adjust_end;
     host_adjusts.insert(host_adjusts.end(), d.adjusts.begin(), d.adjusts.end());
+    r.mask_row = -1;
+    if (!d.mask.empty()) {
+      if (d.mask.size() != mask_words) throw std::invalid_argument("sample: a token mask of the wrong size");
+      r.mask_row = int32_t(host_masks.size() / mask_words);
+      host_masks.insert(host_masks.end(), d.mask.begin(), d.mask.end());
+    }
   }
   auto fit = [&](kernels::Buffer& buf, size_t bytes) {
     if (buf.bytes() < bytes) buf = kernels::Buffer(*be, bytes);
   };
   fit(sampling_rows, host_rows.size() * sizeof(kernels::SamplingRow));
   fit(sampling_adjusts, std::max<size_t>(1, host_adjusts.size()) * sizeof(kernels::TokenAdjust));
+  fit(sampling_masks, std::max<size_t>(1, host_masks.size()) * sizeof(uint32_t));
   fit(sampled_tokens, size_t(rows) * sizeof(int32_t));
   be->copy_in(sampling_rows.get(), host_rows.data(), host_rows.size() * sizeof(kernels::SamplingRow));
   if (!host_adjusts.empty())
     be->copy_in(sampling_adjusts.get(), host_adjusts.data(), host_adjusts.size() * sizeof(kernels::TokenAdjust));
+  if (!host_masks.empty()) be->copy_in(sampling_masks.get(), host_masks.data(), host_masks.size() * sizeof(uint32_t));
   be->sample_rows(logits.get<float>(), rows, cfg.vocab_size, sampling_rows.get<kernels::SamplingRow>(),
-                  sampling_adjusts.get<kernels::TokenAdjust>(), sampled_tokens.get<int32_t>());
+                  sampling_adjusts.get<kernels::TokenAdjust>(), sampling_masks.get<uint32_t>(), sampled_tokens.get<int32_t>());
   host_tokens_out.resize(size_t(rows));
   be->copy_out(host_tokens_out.data(), sampled_tokens.get(), size_t(rows) * sizeof(int32_t));
   be->synchronize();

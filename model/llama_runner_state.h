@@ -109,9 +109,10 @@ struct LlamaRunner::State {
   int32_t num_blocks = 0;
   std::vector<kernels::Buffer> k_cache, v_cache;  // [place in a KV group]: a block holds one row of each
 
-  kernels::Buffer sampling_rows, sampling_adjusts, sampled_tokens;  // grown as batches need
+  kernels::Buffer sampling_rows, sampling_adjusts, sampling_masks, sampled_tokens;  // grown as batches need
   std::vector<kernels::SamplingRow> host_rows;
   std::vector<kernels::TokenAdjust> host_adjusts;
+  std::vector<uint32_t> host_masks;
   std::vector<int32_t> host_tokens_out;
 
   std::vector<int32_t> buckets;  // decode batch sizes steps are recorded for; empty: none

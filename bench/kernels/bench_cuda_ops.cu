@@ -412,7 +412,7 @@ void bench_sample(Bench& b, const std::string& mode, int32_t rows, int32_t vocab
     Buf<int32_t> tokens(rows);
     Measure m;
     m.st = b.timer->run(
-        [&] { fk::cuda::sample_rows(logits.get(), rows, vocab, drows.get(), dadj.get(), tokens.get(), b.stream); },
+        [&] { fk::cuda::sample_rows(logits.get(), rows, vocab, drows.get(), dadj.get(), nullptr, tokens.get(), b.stream); },
         // The op overwrites its logits: restore them before every run, untimed.
         [&] {
           FLASHSERVE_CUDA_CHECK(

@@ -112,8 +112,8 @@ class CpuBackend final : public Backend {
     ops_.weighted_sum_rows(rows, weights, n, k, dim, out);
   }
   void sample_rows(float* logits, int32_t rows, int32_t vocab, const SamplingRow* params, const TokenAdjust* adjusts,
-                   int32_t* tokens) override {
-    kernels::sample_rows(logits, rows, vocab, params, adjusts, tokens);
+                   const uint32_t* masks, int32_t* tokens) override {
+    kernels::sample_rows(logits, rows, vocab, params, adjusts, masks, tokens);
   }
   bool can_record() const override { return false; }
   std::unique_ptr<RecordedStep> record(const std::function<void()>&) override {

@@ -223,8 +223,16 @@ void apply_adjusts(float* logits, const SamplingRow& row, const TokenAdjust* adj
   }
 }
 
-int32_t sample_row(float* logits, int32_t vocab, const SamplingRow& row, const TokenAdjust* adjusts) {
+void apply_mask(float* logits, int32_t vocab, const uint32_t* mask) {
+  for (int32_t i = 0; i < vocab; ++i) {
+    if (!((mask[i >> 5] >> (i & 31)) & 1)) logits[i] = -INFINITY;
+  }
+}
+
+int32_t sample_row(float* logits, int32_t vocab, const SamplingRow& row, const TokenAdjust* adjusts,
+                   const uint32_t* masks) {
   apply_adjusts(logits, row, adjusts);
+  if (row.mask_row >= 0) apply_mask(logits, vocab, masks + size_t(row.mask_row) * size_t(mask_words(vocab)));
   const int32_t best = argmax(logits, vocab);
   if (row.temperature == 0.0f) return best;
   Scratch& s = scratch();
@@ -236,9 +244,10 @@ int32_t sample_row(float* logits, int32_t vocab, const SamplingRow& row, const T
   return draw(probs, s.ids, row.uniform, best, s.block_mass);
 }
 
-void check_row(const SamplingRow& row, const TokenAdjust* adjusts, int32_t vocab) {
+void check_row(const SamplingRow& row, const TokenAdjust* adjusts, const uint32_t* masks, int32_t vocab) {
   if (row.adjust_begin < 0 || row.adjust_end < row.adjust_begin || (row.adjust_end > row.adjust_begin && !adjusts))
     throw std::invalid_argument("sample_rows: bad adjust range");
+  if (row.mask_row < -1 || (row.mask_row >= 0 && !masks)) throw std::invalid_argument("sample_rows: bad mask row");
   for (int32_t i = row.adjust_begin; i < row.adjust_end; ++i) {
     if (adjusts[i].token < 0 || adjusts[i].token >= vocab)
       throw std::invalid_argument("sample_rows: adjusted token " + std::to_string(adjusts[i].token) +
@@ -249,11 +258,11 @@ void check_row(const SamplingRow& row, const TokenAdjust* adjusts, int32_t vocab
 }  // namespace
 
 void sample_rows(float* logits, int32_t num_rows, int32_t vocab, const SamplingRow* rows,
-                 const TokenAdjust* adjusts, int32_t* tokens) {
+                 const TokenAdjust* adjusts, const uint32_t* masks, int32_t* tokens) {
   if (num_rows < 0 || vocab <= 0) throw std::invalid_argument("sample_rows: need num_rows >= 0 and vocab > 0");
-  for (int32_t r = 0; r < num_rows; ++r) check_row(rows[r], adjusts, vocab);
+  for (int32_t r = 0; r < num_rows; ++r) check_row(rows[r], adjusts, masks, vocab);
   for (int32_t r = 0; r < num_rows; ++r) {
-    tokens[r] = sample_row(logits + static_cast<size_t>(r) * vocab, vocab, rows[r], adjusts);
+    tokens[r] = sample_row(logits + static_cast<size_t>(r) * vocab, vocab, rows[r], adjusts, masks);
   }
 }
 

@@ -181,8 +181,8 @@ class CudaBackend final : public Backend {
     cuda::weighted_sum_rows(rows, weights, n, k, dim, out, stream_);
   }
   void sample_rows(float* logits, int32_t rows, int32_t vocab, const SamplingRow* params, const TokenAdjust* adjusts,
-                   int32_t* tokens) override {
-    cuda::sample_rows(logits, rows, vocab, params, adjusts, tokens, stream_);
+                   const uint32_t* masks, int32_t* tokens) override {
+    cuda::sample_rows(logits, rows, vocab, params, adjusts, masks, tokens, stream_);
   }
 
   bool can_record() const override { return true; }

@@ -103,6 +103,14 @@ __device__ void apply_adjusts(float* logits, int vocab, const SamplingRow& row, 
   }
 }
 
+// Constrained decoding: what the row's mask forbids can never be picked. After the adjusts (and a
+// barrier), so a bias on a forbidden token cannot bring it back.
+__device__ void apply_mask(float* logits, int vocab, const uint32_t* mask) {
+  for (int i = threadIdx.x; i < vocab; i += kThreads) {
+    if (!((mask[i >> 5] >> (i & 31)) & 1u)) logits[i] = -INFINITY;
+  }
+}
+
 // The largest key K with weight(K) >= target, where weight(K) is the block-wide weight of the tokens
 // whose key is >= K and never grows with K. Built from the top bit down: a bit stays set when the
 // weight at (prefix | bit) still reaches the target. The result is a token's key (or 0 when even the
@@ -216,13 +224,17 @@ __device__ void draw(const Row& r, unsigned long long cutoff, float min_prob, do
 
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(float* logits, int vocab, bool cache_row, const SamplingRow* rows, const TokenAdjust* adjusts,
-                  int32_t* tokens) {
+                  const uint32_t* masks, int32_t* tokens) {
   extern __shared__ float row_cache[];
   __shared__ Shared s;
   const SamplingRow row = rows[blockIdx.x];
   float* l = logits + static_cast<size_t>(blockIdx.x) * vocab;
   apply_adjusts(l, vocab, row, adjusts);
   __syncthreads();
+  if (row.mask_row >= 0) {
+    apply_mask(l, vocab, masks + static_cast<size_t>(row.mask_row) * static_cast<size_t>((vocab + 31) / 32));
+    __syncthreads();
+  }
   // The cutoff searches read the row dozens of times: from shared memory when it fits.
   if (cache_row) {
     for (int i = threadIdx.x; i < vocab; i += kThreads) row_cache[i] = l[i];
@@ -259,7 +271,7 @@ size_t row_cache_bytes(int32_t vocab) {
 }  // namespace
 
 void sample_rows(float* logits, int32_t num_rows, int32_t vocab, const SamplingRow* rows,
-                 const TokenAdjust* adjusts, int32_t* tokens, CUstream_st* stream) {
+                 const TokenAdjust* adjusts, const uint32_t* masks, int32_t* tokens, CUstream_st* stream) {
   if (num_rows < 0 || vocab <= 0) throw std::invalid_argument("cuda::sample_rows: need num_rows >= 0 and vocab > 0");
   if (num_rows == 0) return;
   if (logits == nullptr || rows == nullptr || tokens == nullptr)
@@ -269,7 +281,7 @@ void sample_rows(float* logits, int32_t num_rows, int32_t vocab, const SamplingR
   FLASHSERVE_CUDA_CHECK(
       cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(cache)));
   sample_kernel<<<static_cast<unsigned>(num_rows), kThreads, cache, stream>>>(logits, vocab, cache > 0, rows, adjusts,
-                                                                              tokens);
+                                                                              masks, tokens);
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
 

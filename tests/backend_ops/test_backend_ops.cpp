@@ -397,6 +397,7 @@ TEST(BackendOps, SampleRowsPicksTheReferenceToken) {
     const int32_t rows = 24;
     std::vector<kernels::SamplingRow> params(rows);
     std::vector<kernels::TokenAdjust> adjusts;
+    std::vector<uint32_t> masks;
     for (int32_t r = 0; r < rows; ++r) {
       kernels::SamplingRow& p = params[r];
       p.temperature = r % 4 == 0 ? 0.0f : 0.3f + 0.1f * float(r % 9);
@@ -412,19 +413,26 @@ TEST(BackendOps, SampleRowsPicksTheReferenceToken) {
       while (int32_t(touched.size()) < std::min(vocab, r % 6)) touched.insert(int32_t(rng() % uint32_t(vocab)));
       for (int32_t id : touched) adjusts.push_back({id, id % 3, 1, id % 2 ? 1.5f : 0.0f});
       p.adjust_end = int32_t(adjusts.size());
+      if (r % 5 == 2) {  // constrained decoding: a few allowed tokens, one of them the last
+        p.mask_row = int32_t(masks.size()) / kernels::mask_words(vocab);
+        std::vector<uint32_t> mask(size_t(kernels::mask_words(vocab)), 0);
+        for (int32_t id = vocab - 1; id >= 0; id -= 1 + int32_t(rng() % 997)) mask[size_t(id / 32)] |= uint32_t(1) << (id % 32);
+        masks.insert(masks.end(), mask.begin(), mask.end());
+      }
     }
     const auto logits = random_floats(rng, size_t(vocab) * rows, -6.0f, 6.0f);
     std::vector<int32_t> want(rows);
     auto scratch = logits;
-    reference::sample_rows(scratch.data(), rows, vocab, params.data(), adjusts.data(), want.data());
+    reference::sample_rows(scratch.data(), rows, vocab, params.data(), adjusts.data(), masks.data(), want.data());
     for (auto& be : all_backends()) {
       if (!runs(*be, Op::SampleRows, DType::F32)) continue;
       SCOPED_TRACE(be->name() + " vocab " + std::to_string(vocab));
       On<float> dl(*be, logits);
       On<kernels::SamplingRow> dp(*be, params);
       On<kernels::TokenAdjust> da(*be, adjusts);
+      On<uint32_t> dm(*be, masks);
       On<int32_t> tokens(*be, size_t(rows));
-      be->sample_rows(dl.get(), rows, vocab, dp.get(), da.get(), tokens.get());
+      be->sample_rows(dl.get(), rows, vocab, dp.get(), da.get(), dm.get(), tokens.get());
       EXPECT_EQ(tokens.host(), want);
     }
   }

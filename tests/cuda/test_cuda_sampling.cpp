@@ -28,7 +28,7 @@ using CudaSampling = test::CudaTest;
 
 // Which rules a batch's rows switch on.
 struct Features {
-  bool greedy = false, top_k = false, top_p = false, min_p = false, penalties = false;
+  bool greedy = false, top_k = false, top_p = false, min_p = false, penalties = false, mask = false;
 };
 
 struct Batch {
@@ -36,6 +36,7 @@ struct Batch {
   std::vector<float> logits;
   std::vector<SamplingRow> rows;
   std::vector<TokenAdjust> adjusts;
+  std::vector<uint32_t> masks;
 };
 
 float pick(std::mt19937& rng, float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng); }
@@ -88,6 +89,12 @@ Batch random_batch(std::mt19937& rng, int32_t num_rows, int32_t vocab, const Fea
     row.adjust_begin = int32_t(b.adjusts.size());
     if (f.penalties) append_adjusts(rng, &b.logits[first], vocab, b.adjusts);
     row.adjust_end = int32_t(b.adjusts.size());
+    if (f.mask) {  // a few allowed tokens, one of them the row's last
+      row.mask_row = r;
+      std::vector<uint32_t> mask(size_t(kernels::mask_words(vocab)), 0);
+      for (int32_t id = vocab - 1; id >= 0; id -= 1 + int32_t(rng() % 499)) mask[size_t(id / 32)] |= uint32_t(1) << (id % 32);
+      b.masks.insert(b.masks.end(), mask.begin(), mask.end());
+    }
     b.rows.push_back(row);
   }
   return b;
@@ -97,13 +104,15 @@ void expect_gpu_matches_cpu(const Batch& b, const std::string& what) {
   const auto num_rows = int32_t(b.rows.size());
   std::vector<float> cpu_logits = b.logits;
   std::vector<int32_t> cpu(num_rows, -1);
-  kernels::sample_rows(cpu_logits.data(), num_rows, b.vocab, b.rows.data(), b.adjusts.data(), cpu.data());
+  kernels::sample_rows(cpu_logits.data(), num_rows, b.vocab, b.rows.data(), b.adjusts.data(), b.masks.data(), cpu.data());
 
   DeviceBuffer<float> logits(b.logits);
   DeviceBuffer<SamplingRow> rows(b.rows);
   DeviceBuffer<TokenAdjust> adjusts(b.adjusts.empty() ? std::vector<TokenAdjust>(1) : b.adjusts);
+  DeviceBuffer<uint32_t> masks(b.masks.empty() ? std::vector<uint32_t>(1) : b.masks);
   DeviceBuffer<int32_t> tokens(std::vector<int32_t>(num_rows, -1));
-  kernels::cuda::sample_rows(logits.get(), num_rows, b.vocab, rows.get(), adjusts.get(), tokens.get(), nullptr);
+  kernels::cuda::sample_rows(logits.get(), num_rows, b.vocab, rows.get(), adjusts.get(), masks.get(), tokens.get(),
+                             nullptr);
   const auto gpu = tokens.to_host();
   for (int32_t r = 0; r < num_rows; ++r) {
     EXPECT_EQ(gpu[r], cpu[r]) << what << " vocab " << b.vocab << " row " << r << " temperature "
@@ -124,6 +133,8 @@ TEST_F(CudaSampling, MatchesCpuTwin) {
       {"penalties", {.penalties = true}},
       {"all", {.top_k = true, .top_p = true, .min_p = true, .penalties = true}},
       {"top_k+top_p", {.top_k = true, .top_p = true}},
+      {"greedy+mask", {.greedy = true, .mask = true}},
+      {"all+mask", {.top_k = true, .top_p = true, .min_p = true, .penalties = true, .mask = true}},
   };
   for (const auto& [name, features] : configs) {
     expect_gpu_matches_cpu(random_batch(rng, 24, 49152, features), name);
@@ -145,9 +156,9 @@ TEST(CudaSamplingWithoutDevice, RejectsBadArguments) {
   SamplingRow row;
   int32_t token = 0;
   float logit = 0.0f;
-  EXPECT_THROW(kernels::cuda::sample_rows(&logit, 1, 0, &row, nullptr, &token, nullptr), std::invalid_argument);
-  EXPECT_THROW(kernels::cuda::sample_rows(&logit, -1, 1, &row, nullptr, &token, nullptr), std::invalid_argument);
-  EXPECT_THROW(kernels::cuda::sample_rows(nullptr, 1, 1, &row, nullptr, &token, nullptr), std::invalid_argument);
+  EXPECT_THROW(kernels::cuda::sample_rows(&logit, 1, 0, &row, nullptr, nullptr, &token, nullptr), std::invalid_argument);
+  EXPECT_THROW(kernels::cuda::sample_rows(&logit, -1, 1, &row, nullptr, nullptr, &token, nullptr), std::invalid_argument);
+  EXPECT_THROW(kernels::cuda::sample_rows(nullptr, 1, 1, &row, nullptr, nullptr, &token, nullptr), std::invalid_argument);
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ ws ::= | " " | "\n" [ \t]{0,20}
 )";
 
 TokenBitmask brute_force_mask(Matcher& m, const Vocabulary& v) {
-  TokenBitmask mask((v.token_bytes.size() + 63) / 64, 0);
+  TokenBitmask mask((v.token_bytes.size() + 31) / 32, 0);
   const size_t mark = m.pool().size();
   Stepper stepper(m.grammar(), m.pool());
   for (size_t t = 0; t < v.token_bytes.size(); ++t) {
@@ -40,11 +40,11 @@ TokenBitmask brute_force_mask(Matcher& m, const Vocabulary& v) {
       if (!(ok = stepper.step(cur, uint8_t(c), next))) break;
       std::swap(cur, next);
     }
-    if (ok) mask[t >> 6] |= uint64_t(1) << (t & 63);
+    if (ok) mask[t >> 5] |= uint32_t(1) << (t & 31);
   }
   m.pool().rollback(mark);
   if (m.can_end()) {
-    for (int32_t t : v.end_ids) mask[size_t(t) >> 6] |= uint64_t(1) << (t & 63);
+    for (int32_t t : v.end_ids) mask[size_t(t) >> 5] |= uint32_t(1) << (t & 31);
   }
   return mask;
 }
@@ -52,7 +52,7 @@ TokenBitmask brute_force_mask(Matcher& m, const Vocabulary& v) {
 std::vector<int32_t> allowed(const TokenBitmask& mask, size_t n) {
   std::vector<int32_t> out;
   for (size_t t = 0; t < n; ++t) {
-    if ((mask[t >> 6] >> (t & 63)) & 1) out.push_back(int32_t(t));
+    if ((mask[t >> 5] >> (t & 31)) & 1) out.push_back(int32_t(t));
   }
   return out;
 }
@@ -125,7 +125,7 @@ TEST(TokenMasks, EndOfGenerationOnlyWhenComplete) {
   const int32_t eos = vocab->vocab.end_ids[0];
   TokenBitmask mask;
   m.fill_mask(mask);
-  EXPECT_FALSE((mask[size_t(eos) >> 6] >> (eos & 63)) & 1);
+  EXPECT_FALSE((mask[size_t(eos) >> 5] >> (eos & 31)) & 1);
   EXPECT_FALSE(m.accept(eos));
   EXPECT_TRUE(m.accept('a'));
   EXPECT_FALSE(m.accept('a'));

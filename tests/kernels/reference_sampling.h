@@ -107,17 +107,25 @@ inline int32_t draw(const std::vector<float>& probs, const std::vector<int32_t>&
   return chosen;
 }
 
-inline int32_t sample_row(float* logits, int32_t vocab, const SamplingRow& row, const TokenAdjust* adjusts) {
+inline int32_t sample_row(float* logits, int32_t vocab, const SamplingRow& row, const TokenAdjust* adjusts,
+                          const uint32_t* masks) {
   apply_adjusts(logits, row, adjusts);
+  if (row.mask_row >= 0) {
+    const uint32_t* mask = masks + size_t(row.mask_row) * size_t(kernels::mask_words(vocab));
+    for (int32_t i = 0; i < vocab; ++i) {
+      if (!(mask[i / 32] & (uint32_t(1) << (i % 32)))) logits[i] = -INFINITY;
+    }
+  }
   const int32_t best = argmax(logits, vocab);
   if (row.temperature == 0.0f) return best;
   const auto probs = tempered_probs(logits, vocab, row.temperature, logits[best]);
   return draw(probs, kept_ids(logits, probs, best, row, vocab), row.uniform, best);
 }
 
-inline void check_row(const SamplingRow& row, const TokenAdjust* adjusts, int32_t vocab) {
+inline void check_row(const SamplingRow& row, const TokenAdjust* adjusts, const uint32_t* masks, int32_t vocab) {
   if (row.adjust_begin < 0 || row.adjust_end < row.adjust_begin || (row.adjust_end > row.adjust_begin && !adjusts))
     throw std::invalid_argument("sample_rows: bad adjust range");
+  if (row.mask_row < -1 || (row.mask_row >= 0 && !masks)) throw std::invalid_argument("sample_rows: bad mask row");
   for (int32_t i = row.adjust_begin; i < row.adjust_end; ++i) {
     if (adjusts[i].token < 0 || adjusts[i].token >= vocab)
       throw std::invalid_argument("sample_rows: adjusted token " + std::to_string(adjusts[i].token) +
@@ -129,11 +137,11 @@ inline void check_row(const SamplingRow& row, const TokenAdjust* adjusts, int32_
 
 // As kernels::sample_rows, including its argument checks.
 inline void sample_rows(float* logits, int32_t num_rows, int32_t vocab, const kernels::SamplingRow* rows,
-                 const kernels::TokenAdjust* adjusts, int32_t* tokens) {
+                 const kernels::TokenAdjust* adjusts, const uint32_t* masks, int32_t* tokens) {
   if (num_rows < 0 || vocab <= 0) throw std::invalid_argument("sample_rows: need num_rows >= 0 and vocab > 0");
-  for (int32_t r = 0; r < num_rows; ++r) plain_sampling::check_row(rows[r], adjusts, vocab);
+  for (int32_t r = 0; r < num_rows; ++r) plain_sampling::check_row(rows[r], adjusts, masks, vocab);
   for (int32_t r = 0; r < num_rows; ++r) {
-    tokens[r] = plain_sampling::sample_row(logits + static_cast<size_t>(r) * vocab, vocab, rows[r], adjusts);
+    tokens[r] = plain_sampling::sample_row(logits + static_cast<size_t>(r) * vocab, vocab, rows[r], adjusts, masks);
   }
 }
 

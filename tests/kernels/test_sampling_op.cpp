@@ -49,6 +49,18 @@ SamplingRow random_row(std::mt19937& rng, int32_t vocab, std::vector<TokenAdjust
   return r;
 }
 
+// Constrained decoding's allowed tokens: a few (often not the best), or about half; never none.
+std::vector<uint32_t> random_mask(std::mt19937& rng, int32_t vocab) {
+  std::vector<uint32_t> mask(size_t(kernels::mask_words(vocab)), 0);
+  const bool sparse = chance(rng, 0.5);
+  for (int32_t i = 0; i < vocab; ++i) {
+    if (sparse ? chance(rng, 8.0 / vocab) : chance(rng, 0.5)) mask[size_t(i / 32)] |= uint32_t(1) << (i % 32);
+  }
+  const int32_t one = std::uniform_int_distribution<int32_t>(0, vocab - 1)(rng);
+  mask[size_t(one / 32)] |= uint32_t(1) << (one % 32);
+  return mask;
+}
+
 // Normal logits at a random scale; some rows on a coarse grid, so many tokens tie (also at the top).
 std::vector<float> random_logits(std::mt19937& rng, int32_t vocab) {
   const float scale = std::array<float, 4>{0.5f, 2.0f, 5.0f, 15.0f}[rng() % 4];
@@ -68,19 +80,29 @@ TEST(SamplingOp, PicksTheReferencesToken) {
     std::vector<float> logits;
     std::vector<SamplingRow> rows;
     std::vector<TokenAdjust> adjusts;
+    std::vector<uint32_t> masks;
     for (int i = 0; i < kBatchSize; ++i) {
       rows.push_back(random_row(rng, vocab, adjusts));
+      if (chance(rng, 0.3)) {
+        rows.back().mask_row = int32_t(masks.size() / size_t(kernels::mask_words(vocab)));
+        const auto mask = random_mask(rng, vocab);
+        masks.insert(masks.end(), mask.begin(), mask.end());
+      }
       const auto row_logits = random_logits(rng, vocab);
       logits.insert(logits.end(), row_logits.begin(), row_logits.end());
       sampled += rows.back().temperature != 0.0f;
     }
     std::vector<float> scratch = logits;
     std::vector<int32_t> want(kBatchSize, -1), got(kBatchSize, -1);
-    reference::sample_rows(scratch.data(), kBatchSize, vocab, rows.data(), adjusts.data(), want.data());
+    reference::sample_rows(scratch.data(), kBatchSize, vocab, rows.data(), adjusts.data(), masks.data(), want.data());
     scratch = logits;
-    kernels::sample_rows(scratch.data(), kBatchSize, vocab, rows.data(), adjusts.data(), got.data());
+    kernels::sample_rows(scratch.data(), kBatchSize, vocab, rows.data(), adjusts.data(), masks.data(), got.data());
     for (int i = 0; i < kBatchSize; ++i) {
       ++compared;
+      if (rows[i].mask_row >= 0) {
+        const uint32_t* mask = masks.data() + size_t(rows[i].mask_row) * size_t(kernels::mask_words(vocab));
+        EXPECT_TRUE((mask[got[i] / 32] >> (got[i] % 32)) & 1) << "a masked-out token was picked";
+      }
       if (got[i] != want[i]) {
         ++mismatches;
         ADD_FAILURE() << "batch " << b << " row " << i << " vocab " << vocab << ": op " << got[i] << ", reference "
@@ -96,13 +118,16 @@ TEST(SamplingOp, RejectsBadArguments) {
   float logits[4] = {0, 1, 2, 3};
   int32_t token = -1;
   SamplingRow row;
-  EXPECT_THROW(kernels::sample_rows(logits, 1, 0, &row, nullptr, &token), std::invalid_argument);
-  EXPECT_THROW(kernels::sample_rows(logits, -1, 4, &row, nullptr, &token), std::invalid_argument);
+  EXPECT_THROW(kernels::sample_rows(logits, 1, 0, &row, nullptr, nullptr, &token), std::invalid_argument);
+  EXPECT_THROW(kernels::sample_rows(logits, -1, 4, &row, nullptr, nullptr, &token), std::invalid_argument);
+  SamplingRow masked;
+  masked.mask_row = 0;
+  EXPECT_THROW(kernels::sample_rows(logits, 1, 4, &masked, nullptr, nullptr, &token), std::invalid_argument);
   const TokenAdjust outside{4, 1, 1, 0.0f};
   row.adjust_end = 1;
-  EXPECT_THROW(kernels::sample_rows(logits, 1, 4, &row, &outside, &token), std::invalid_argument);
+  EXPECT_THROW(kernels::sample_rows(logits, 1, 4, &row, &outside, nullptr, &token), std::invalid_argument);
   row.adjust_begin = 2;
-  EXPECT_THROW(kernels::sample_rows(logits, 1, 4, &row, &outside, &token), std::invalid_argument);
+  EXPECT_THROW(kernels::sample_rows(logits, 1, 4, &row, &outside, nullptr, &token), std::invalid_argument);
 }
 
 TEST(SamplingOp, LogprobsAreTheRawLogSoftmax) {

@@ -27,7 +27,7 @@ SampledToken sample(RequestSampler& sampler, const float* logits, int32_t vocab)
   const SamplingStep step = sampler.step();
   std::vector<float> scratch(logits, logits + vocab);
   SampledToken t;
-  kernels::sample_rows(scratch.data(), 1, vocab, &step.row, step.adjusts.data(), &t.token);
+  kernels::sample_rows(scratch.data(), 1, vocab, &step.row, step.adjusts.data(), nullptr, &t.token);
   if (step.logprobs >= 0) kernels::token_logprobs(logits, vocab, t.token, step.logprobs, t.logprob, t.top_logprobs);
   sampler.record(t.token);
   return t;

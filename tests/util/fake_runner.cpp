@@ -51,7 +51,9 @@ ForwardOutput FakeRunner::forward(const ForwardBatch& batch) {
       const float* raw = out.logits.data() + out.logits.size() - vocab_;
       std::vector<float> row(raw, raw + vocab_);
       SampledToken& t = out.sampled.back();
-      kernels::sample_rows(row.data(), 1, vocab_, &d.row, d.adjusts.data(), &t.token);
+      kernels::SamplingRow params = d.row;
+      params.mask_row = d.mask.empty() ? -1 : 0;
+      kernels::sample_rows(row.data(), 1, vocab_, &params, d.adjusts.data(), d.mask.data(), &t.token);
       if (d.logprobs >= 0) kernels::token_logprobs(raw, vocab_, t.token, d.logprobs, t.logprob, t.top_logprobs);
     }
   }
