@@ -179,7 +179,10 @@ void GrammarMatcher::fill_mask(TokenBitmask& mask) {
     }
   }
   pool.rollback(mark);
-  if (can_end()) {
+  // A grammar that allows nothing more (a class no character is in) ends the text rather than
+  // leave the sampler nothing to pick.
+  const bool none = std::all_of(mask.begin(), mask.end(), [](uint32_t w) { return w == 0; });
+  if (can_end() || none) {
     for (int32_t t : vocab.vocab.end_ids) set_bit(mask, t);
   }
 }

@@ -59,7 +59,8 @@ class CompiledGrammar {
 class GrammarMatcher {
  public:
   explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> g);
-  // The tokens allowed next (mask resized to the vocabulary's words).
+  // The tokens allowed next (mask resized to the vocabulary's words). End of generation where the
+  // text is complete, and also where the grammar allows nothing more, so a mask is never empty.
   void fill_mask(TokenBitmask& mask);
   // Moves past `token`; false (nothing changes) if the grammar does not allow it.
   bool accept(int32_t token);

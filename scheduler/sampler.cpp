@@ -17,6 +17,12 @@ RequestSampler::RequestSampler(const SamplingParams& params, const std::vector<i
     : params_(params), rng_(params.seed.value_or(fallback_seed)), prompt_tokens_(prompt) {
   std::sort(prompt_tokens_.begin(), prompt_tokens_.end());
   prompt_tokens_.erase(std::unique(prompt_tokens_.begin(), prompt_tokens_.end()), prompt_tokens_.end());
+  if (params_.grammar) grammar_.emplace(params_.grammar);
+}
+
+void RequestSampler::record(int32_t token) {
+  ++output_counts_[token];
+  if (grammar_) grammar_->accept(token);  // the mask allowed it, so this always succeeds
 }
 
 SamplingStep RequestSampler::step() {
@@ -50,6 +56,7 @@ SamplingStep RequestSampler::step() {
   row.adjust_begin = 0;
   row.adjust_end = int32_t(s.adjusts.size());
   s.logprobs = params_.logprobs;
+  if (grammar_) grammar_->fill_mask(s.mask);
   return s;
 }
 

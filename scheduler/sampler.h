@@ -11,7 +11,9 @@
 #include <cstdint>
 #include <random>
 #include <unordered_map>
+#include <optional>
 #include <vector>
+#include "grammar/token_masks.h"
 #include "model/forward_batch.h"
 #include "scheduler/sampling_params.h"
 
@@ -25,14 +27,15 @@ class RequestSampler {
   // This step's sampling for the runner. Draws the uniform from the request's RNG when sampling
   // (not when greedy), so the stream of draws is a function of the request alone.
   SamplingStep step();
-  // Records the token the runner picked, for later penalties.
-  void record(int32_t token) { ++output_counts_[token]; }
+  // Records the token the runner picked, for later penalties and the grammar's place.
+  void record(int32_t token);
 
  private:
   const SamplingParams params_;
   std::mt19937_64 rng_;
   std::unordered_map<int32_t, int32_t> output_counts_;  // generated token -> occurrences
   std::vector<int32_t> prompt_tokens_;                  // sorted unique, for repetition_penalty
+  std::optional<grammar::GrammarMatcher> grammar_;       // where the output is in params_.grammar
 };
 
 }  // namespace flashserve

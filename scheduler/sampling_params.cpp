@@ -71,6 +71,9 @@ std::optional<std::string> check_stop_strings(const SamplingParams& p) {
 
 std::optional<std::string> validate(const SamplingParams& p, int32_t vocab_size) {
   if (auto err = check_scalars(p)) return err;
+  // The grammar allows end of generation only where its text is complete; ignoring it would leave
+  // nothing to sample but end-of-generation tokens until max_tokens.
+  if (p.grammar && p.ignore_eos) return std::string("ignore_eos cannot be combined with a grammar or response_format");
   if (auto err = check_token_lists(p, vocab_size)) return err;
   return check_stop_strings(p);
 }

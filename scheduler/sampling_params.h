@@ -1,12 +1,17 @@
 // Per-request sampling and stopping parameters, as the OpenAI API and our gRPC API name them.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace flashserve {
+
+namespace grammar {
+class CompiledGrammar;
+}
 
 struct SamplingParams {
   float temperature = 1.0f;          // 0: greedy
@@ -24,6 +29,10 @@ struct SamplingParams {
   bool ignore_eos = false;
   std::vector<int32_t> stop_token_ids;
   std::vector<std::string> stop;     // stop strings: generation ends before them; never emitted
+
+  // Constrained decoding (response_format, grammar, regex, tools): only text the grammar allows is
+  // sampled, and end of generation only where it is complete. Null: unconstrained.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
 };
 
 // Stop strings are matched against the text after every token, so their number and length bound
