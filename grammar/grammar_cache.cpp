@@ -1,0 +1,34 @@
+#include "grammar/grammar_cache.h"
+
+#include "grammar/gbnf_parser.h"
+
+namespace flashserve::grammar {
+
+std::shared_ptr<const CompiledGrammar> GrammarCache::get(const std::string& gbnf) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = index_.find(gbnf); it != index_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return it->second->second;
+    }
+  }
+  // Compiled outside the lock, so one slow grammar holds up no other request; two requests racing
+  // on the same new text both compile it, and the second insert finds the first's.
+  auto compiled = std::make_shared<const CompiledGrammar>(parse_gbnf(gbnf), vocab_);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = index_.find(gbnf); it != index_.end()) return it->second->second;
+  lru_.emplace_front(gbnf, compiled);
+  index_.emplace(gbnf, lru_.begin());
+  while (lru_.size() > capacity_) {
+    index_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+  return compiled;
+}
+
+size_t GrammarCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lru_.size();
+}
+
+}  // namespace flashserve::grammar

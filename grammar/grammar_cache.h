@@ -1,0 +1,33 @@
+// Compiled grammars by their GBNF text: an application sends the same schema with every request,
+// and compiling (the per-position token tables) costs milliseconds, a mask microseconds. Least
+// recently used first out; safe to share between request threads.
+#pragma once
+#include <cstddef>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include "grammar/token_masks.h"
+
+namespace flashserve::grammar {
+
+class GrammarCache {
+ public:
+  explicit GrammarCache(std::shared_ptr<const VocabularyIndex> vocab, size_t capacity = 64)
+      : vocab_(std::move(vocab)), capacity_(capacity) {}
+
+  // The grammar `gbnf` (root rule "root") compiled for this vocabulary. Throws GrammarError.
+  std::shared_ptr<const CompiledGrammar> get(const std::string& gbnf);
+  size_t size() const;
+
+ private:
+  using Entry = std::pair<std::string, std::shared_ptr<const CompiledGrammar>>;
+  std::shared_ptr<const VocabularyIndex> vocab_;
+  size_t capacity_;
+  mutable std::mutex mu_;
+  std::list<Entry> lru_;  // most recent first
+  std::unordered_map<std::string, std::list<Entry>::iterator> index_;
+};
+
+}  // namespace flashserve::grammar
