@@ -73,7 +73,12 @@ RequestResult GrpcBackend::send(const BenchRequest& request) {
   pb::GenerateRequest req;
   req.set_text(request.prompt);
   req.mutable_stopping()->set_max_tokens(request.output_len);
-  req.mutable_stopping()->set_ignore_eos(true);  // exactly output_len tokens, as with HTTP
+  if (options_.json_schema.empty()) {
+    req.mutable_stopping()->set_ignore_eos(true);  // exactly output_len tokens, as with HTTP
+  } else {
+    req.mutable_constraint()->set_json_schema(options_.json_schema);
+    req.mutable_constraint()->set_strict(true);
+  }
 
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() +

@@ -32,6 +32,7 @@ const char* status_code_name(grpc::StatusCode code);
 struct GrpcOptions {
   std::string address = "127.0.0.1:50051";
   double timeout_s = 300.0;  // deadline for the whole call
+  std::string json_schema;   // as HttpOptions::json_schema
 };
 
 class GrpcBackend final : public Backend {

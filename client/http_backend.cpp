@@ -71,10 +71,17 @@ RequestResult CompletionStreamRecorder::finish(double t_s) {
 std::string HttpBackend::body(const BenchRequest& request) const {
   json j = {{"prompt", request.prompt},
             {"max_tokens", request.output_len},
-            {"ignore_eos", true},
             {"stream", true},
             {"stream_options", {{"include_usage", true}}}};
   if (!options_.model.empty()) j["model"] = options_.model;
+  // A grammar decides where the text may end, so end-of-sequence is honoured with one (the
+  // schema should be one no output finishes within output_len, for equal lengths).
+  if (options_.json_schema.empty()) {
+    j["ignore_eos"] = true;
+  } else {
+    j["response_format"] = {{"type", "json_schema"},
+                            {"json_schema", {{"name", "bench"}, {"strict", true}, {"schema", json::parse(options_.json_schema)}}}};
+  }
   return j.dump();
 }
 

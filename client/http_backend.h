@@ -42,6 +42,7 @@ struct HttpOptions {
   int port = 8000;
   std::string model;         // sent as "model" when set
   double timeout_s = 300.0;  // whole request, send to last byte
+  std::string json_schema;   // when set (JSON text): every request constrained to it, strict
 };
 
 class HttpBackend final : public Backend {

@@ -33,6 +33,7 @@ struct Args {
   std::string dataset_path;
   std::string backend = "http";
   std::string grpc_address = "127.0.0.1:50051";
+  std::string json_schema_path;
 };
 
 void add_flags(CLI::App& app, Args& a) {
@@ -63,6 +64,9 @@ void add_flags(CLI::App& app, Args& a) {
   app.add_option("--dataset", a.dataset_path, "Prompts from a JSON array or JSONL file ({\"prompt\", \"max_tokens\"})");
   app.add_option("--backend", a.backend, "http or grpc")->capture_default_str()->check(CLI::IsMember({"http", "grpc"}));
   app.add_option("--grpc-address", a.grpc_address, "gRPC server host:port")->capture_default_str();
+  app.add_option("--json-schema", a.json_schema_path,
+                 "Constrain every request to this JSON Schema file (structured output; end-of-sequence honoured)")
+      ->check(CLI::ExistingFile);
 }
 
 // The warm-up requests share the measured run's shape but not its arrivals: they go out at the
@@ -101,9 +105,20 @@ std::vector<fb::BenchRequest> build_requests(const Args& a) {
   return fb::make_dataset_workload(fb::load_dataset(a.dataset_path), wo.num_requests, wo.output_len, wo.seed);
 }
 
+std::string read_json_schema(const std::string& path) {
+  if (path.empty()) return "";
+  std::ifstream in(path);
+  const nlohmann::json schema = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (schema.is_discarded()) throw std::invalid_argument("--json-schema: " + path + " is not valid JSON");
+  return schema.dump();
+}
+
 std::unique_ptr<fb::Backend> make_backend(const Args& a) {
-  if (a.backend == "grpc") return std::make_unique<fb::GrpcBackend>(fb::GrpcOptions{a.grpc_address, a.http.timeout_s});
-  return std::make_unique<fb::HttpBackend>(a.http);
+  const std::string schema = read_json_schema(a.json_schema_path);
+  if (a.backend == "grpc") return std::make_unique<fb::GrpcBackend>(fb::GrpcOptions{a.grpc_address, a.http.timeout_s, schema});
+  fb::HttpOptions http = a.http;
+  http.json_schema = schema;
+  return std::make_unique<fb::HttpBackend>(http);
 }
 
 fb::Report measure(fb::Backend& backend, const std::vector<fb::BenchRequest>& requests, const Args& a,

@@ -7,6 +7,8 @@
 #include <optional>
 #include <vector>
 
+#include "grammar/json_schema.h"
+#include "grammar/regex.h"
 #include "server/grpc_convert.h"
 
 namespace flashserve::grpc_api {
@@ -23,6 +25,35 @@ Status invalid(const std::string& message) { return {StatusCode::INVALID_ARGUMEN
 Status too_long(const Serving& serving) {
   return {StatusCode::OUT_OF_RANGE, "the prompt is longer than the context window of " +
                                         std::to_string(serving.max_model_len()) + " tokens can hold"};
+}
+
+// The request's constraint compiled into params.grammar (shared with the HTTP API's cache).
+Status constrain(const Serving& serving, const pb::Constraint& c, SamplingParams& params) {
+  std::string gbnf;
+  try {
+    switch (c.kind_case()) {
+      case pb::Constraint::KIND_NOT_SET: return Status::OK;
+      case pb::Constraint::kJsonSchema: {
+        // Ordered, so properties are generated in the order the schema lists them.
+        const auto schema = nlohmann::ordered_json::parse(c.json_schema(), nullptr, /*allow_exceptions=*/false);
+        if (schema.is_discarded()) return invalid("constraint.json_schema is not valid JSON");
+        grammar::JsonSchemaOptions options;
+        options.strict = c.strict();
+        gbnf = grammar::json_schema_to_gbnf(schema, options);
+        break;
+      }
+      case pb::Constraint::kJsonObject:
+        if (!c.json_object()) return Status::OK;
+        gbnf = grammar::any_json_object_gbnf();
+        break;
+      case pb::Constraint::kRegex: gbnf = grammar::regex_to_gbnf(c.regex()); break;
+      case pb::Constraint::kGrammar: gbnf = c.grammar(); break;
+    }
+    params.grammar = serving.compile_grammar(gbnf);
+  } catch (const grammar::GrammarError& e) {
+    return invalid(std::string("constraint: ") + e.what());
+  }
+  return Status::OK;
 }
 
 Status chat_prompt_ids(const Serving& serving, const pb::ChatMessages& messages, std::vector<int32_t>& ids) {
@@ -100,6 +131,7 @@ class GenerationCall : public std::enable_shared_from_this<Derived> {
     ServingRequest r;
     r.prompt_ids.push_back(std::move(ids));
     r.params.push_back(to_sampling_params(req_));
+    if (Status s = constrain(serving_, req_.constraint(), r.params.back()); !s.ok()) return s;
     r.arrival = arrival;
     r.deadline = engine_deadline(*ctx_);
     r.priority = req_.priority();

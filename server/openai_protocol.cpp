@@ -7,6 +7,8 @@
 #include <set>
 #include <string_view>
 
+#include "server/openai_constraints.h"
+
 namespace flashserve {
 namespace {
 
@@ -21,10 +23,12 @@ const std::set<std::string_view> kCommonFields = {
     "model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "presence_penalty",
     "frequency_penalty", "logit_bias", "seed", "user",
     // vLLM's extensions
-    "top_k", "min_p", "repetition_penalty", "ignore_eos", "stop_token_ids", "priority", "max_completion_tokens"};
+    "top_k", "min_p", "repetition_penalty", "ignore_eos", "stop_token_ids", "priority", "max_completion_tokens",
+    // structured output (openai_constraints.h): OpenAI's response_format, our grammar and regex
+    "response_format", "grammar", "regex"};
 const std::set<std::string_view> kCompletionFields = {"prompt", "logprobs", "echo", "suffix", "best_of"};
 const std::set<std::string_view> kChatFields = {
-    "messages", "logprobs", "top_logprobs", "response_format", "tools", "tool_choice", "parallel_tool_calls",
+    "messages", "logprobs", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
     "functions", "function_call", "store", "metadata", "service_tier", "modalities", "audio", "prediction",
     "reasoning_effort", "web_search_options"};
 
@@ -251,8 +255,6 @@ bool is_false(const json& v) { return v.is_boolean() && !v.get<bool>(); }
 bool is_empty(const json& v) { return (v.is_array() || v.is_object() || v.is_string()) && v.empty(); }
 
 void refuse_unsupported_chat(const json& body) {
-  refuse_unless(body, "response_format", [](const json& v) { return v == json{{"type", "text"}}; },
-                "only {\"type\": \"text\"}; structured output is not implemented yet");
   refuse_unless(body, "tools", is_empty, "tool calling is not implemented yet");
   refuse_unless(body, "functions", is_empty, "function calling is not implemented yet");
   refuse_unless(body, "tool_choice", [](const json& v) { return v == "none"; }, "tool calling is not implemented yet");
@@ -383,6 +385,17 @@ std::vector<int32_t> chat_prompt_ids(const json& messages, const Serving& servin
   }
 }
 
+// response_format / grammar / regex, compiled (or found in the cache) for every choice to share.
+void constrain(const json& body, const Serving& serving, GenerationRequest& r) {
+  const std::optional<RequestedGrammar> g = requested_grammar(body);
+  if (!g) return;
+  try {
+    r.params.grammar = serving.compile_grammar(g->gbnf);
+  } catch (const grammar::GrammarError& e) {
+    throw bad_request(e.what(), g->field);
+  }
+}
+
 GenerationRequest parse_completion_request(const json& body, const Serving& serving) {
   refuse_unknown(body, kCompletionFields);
   check_model(body, serving.model_name());
@@ -395,6 +408,7 @@ GenerationRequest parse_completion_request(const json& body, const Serving& serv
     r.logprobs = true;
     r.params.logprobs = *v;
   }
+  constrain(body, serving, r);
   r.prompts = completion_prompts(body, r.n, serving);
   return r;
 }
@@ -411,6 +425,7 @@ GenerationRequest parse_chat_request(const json& body, const Serving& serving) {
   if (top && !r.logprobs) throw bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
   if (top && (*top < 0 || *top > kMaxLogprobs)) throw bad_request("'top_logprobs' must be in [0, 20]", "top_logprobs");
   if (r.logprobs) r.params.logprobs = top.value_or(0);
+  constrain(body, serving, r);
   const json* messages = field(body, "messages");
   if (!messages) throw bad_request("'messages' is required", "messages");
   r.prompts = {chat_prompt_ids(*messages, serving)};

@@ -13,7 +13,8 @@
 
 namespace flashserve {
 
-using json = nlohmann::json;
+// Ordered: a JSON Schema's properties are generated in the order the client wrote them.
+using json = nlohmann::ordered_json;
 
 // An error for the client: HTTP status and OpenAI's error fields.
 class ApiError : public std::runtime_error {

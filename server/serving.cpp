@@ -7,6 +7,8 @@
 #include <functional>
 #include <stdexcept>
 
+#include "scheduler/grammar_vocabulary.h"
+
 namespace flashserve {
 namespace {
 
@@ -68,6 +70,7 @@ Serving::Serving(const LlamaModel& model, std::string served_model_name, const E
       model_name_(std::move(served_model_name)),
       observer_(observer),
       runner_(options.make_runner(model)),
+      grammars_(std::make_unique<grammar::GrammarCache>(grammar_vocabulary(model.tokenizer(), runner_->vocab_size()))),
       max_waiting_(options.max_waiting),
       engine_(*runner_, model.tokenizer(), options.engine_config()),
       max_prompt_bytes_(size_t(engine_.max_model_len()) * longest_token_bytes(model.tokenizer())),

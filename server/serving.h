@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include "grammar/grammar_cache.h"
 #include "model/chat_template.h"
 #include "model/llama_model.h"
 #include "model/model_runner.h"
@@ -97,6 +98,11 @@ class Serving {
   std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages) const;
   // Plain text -> prompt token ids (BOS as the vocabulary asks; special tokens parsed).
   std::vector<int32_t> text_prompt(const std::string& text) const;
+  // A constraint's GBNF compiled for this model's vocabulary, from the cache when it was seen
+  // before. Thread-safe; throws grammar::GrammarError with a message fit for a 400.
+  std::shared_ptr<const grammar::CompiledGrammar> compile_grammar(const std::string& gbnf) const {
+    return grammars_->get(gbnf);
+  }
 
   // Thread-safe. Queues every choice or none. `notify` (may be empty) is called on the output
   // thread whenever one of the streams has a new event. A refusal is the front-end's to count.
@@ -128,6 +134,7 @@ class Serving {
   std::unique_ptr<ChatTemplate> template_;  // null if the model has none we can apply
   std::string template_error_;
   std::unique_ptr<ModelRunner> runner_;  // CPU or GPU, per --device
+  std::unique_ptr<grammar::GrammarCache> grammars_;
   int32_t max_waiting_;
   Engine engine_;
   size_t max_prompt_bytes_;

@@ -133,7 +133,7 @@ def refused(what, param, call):
 def unsupported_fields(client, model):
     chat_call = lambda **kw: client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=2, **kw)
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
-    refused("response_format json_object", "response_format", lambda: chat_call(response_format={"type": "json_object"}))
+    refused("response_format xml", "response_format", lambda: chat_call(response_format={"type": "xml"}))
     refused("tools", "tools", lambda: chat_call(tools=[tool]))
     refused("tool_choice", "tool_choice", lambda: chat_call(tool_choice="required"))
     refused("an unknown field", "frobnicate", lambda: chat_call(extra_body={"frobnicate": 1}))

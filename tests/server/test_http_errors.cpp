@@ -74,11 +74,20 @@ TEST_F(HttpErrors, WrongTypesNameTheField) {
       {"/v1/chat/completions", kChat, "messages", {{{"role", "user"}, {"content", 7}}}},
       {"/v1/chat/completions", kChat, "logprobs", 3},
       {"/v1/chat/completions", kChat, "model", 42},
-      // Unimplemented fields asking for something, whatever their shape (fuzzing found a non-string
-      // "type" raising a JSON type error: a 500).
+      // Malformed constraints, whatever their shape (fuzzing found a non-string "type" raising a
+      // JSON type error: a 500), and unimplemented fields asking for something.
       {"/v1/chat/completions", kChat, "response_format", {{"type", 1}}},
       {"/v1/chat/completions", kChat, "response_format", {{"type", nullptr}}},
-      {"/v1/chat/completions", kChat, "response_format", {{"type", "json_object"}}},
+      {"/v1/chat/completions", kChat, "response_format", {{"type", "xml"}}},
+      {"/v1/chat/completions", kChat, "response_format", {{"type", "json_schema"}}},
+      {"/v1/chat/completions", kChat, "response_format", {{"type", "json_object"}, {"schema", json::object()}}},
+      {"/v1/chat/completions", kChat, "response_format",
+       {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "object"}, {"not", json::object()}}}}}}},
+      {"/v1/completions", kCompletion, "response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}}},
+      {"/v1/completions", kCompletion, "grammar", "root ::= x"},
+      {"/v1/completions", kCompletion, "grammar", 5},
+      {"/v1/completions", kCompletion, "regex", "a(?=b)"},
+      {"/v1/completions", kCompletion, "regex", ""},
       {"/v1/chat/completions", kChat, "tools", {{{"type", "function"}}}},
       {"/v1/chat/completions", kChat, "tool_choice", "auto"},
       {"/v1/completions", kCompletion, "suffix", "x"},

@@ -1,5 +1,5 @@
 // The official OpenAI Python client (pinned in the venv scripts/setup.sh makes) against the real
-// binary serving SmolLM2: completions and chat, streaming and not.
+// binary serving SmolLM2: completions and chat, streaming and not; structured outputs.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -11,10 +11,11 @@
 namespace flashserve {
 namespace {
 
-// Runs openai_client_test.py against `server`; returns its exit status and prints its transcript.
-int run_client(const test::ServerProcess& server, const std::string& mode, std::string& out) {
+// Runs a script of tests/server/ against `server`; returns its exit status and prints its transcript.
+int run_client(const test::ServerProcess& server, const std::string& mode, std::string& out,
+               const std::string& script = "openai_client_test.py") {
   const std::string cmd = std::string(FLASHSERVE_VENV_PYTHON) + " " + FLASHSERVE_SOURCE_DIR +
-                          "/tests/server/openai_client_test.py " + mode + " http://127.0.0.1:" +
+                          "/tests/server/" + script + " " + mode + " http://127.0.0.1:" +
                           std::to_string(server.http_port()) + "/v1 SmolLM2-135M-Instruct.Q4_1 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return -1;
@@ -38,6 +39,15 @@ TEST(OpenAiSdk, OverloadGives429WithRetryAfter) {
                              {"--max-num-seqs", "1", "--max-waiting", "1", "--max-queue-time", "0.5"});
   std::string out;
   EXPECT_EQ(run_client(server, "--overload", out), 0) << out << "\nserver log:\n" << server.log();
+}
+
+// response_format (json_object, json_schema and the SDK's parse() with pydantic models), regex and
+// GBNF, validated with jsonschema over seeds and temperatures (tests/server/structured_output_test.py).
+TEST(OpenAiSdk, StructuredOutputs) {
+  ASSERT_TRUE(std::filesystem::exists(FLASHSERVE_VENV_PYTHON)) << "run scripts/setup.sh to create the venv";
+  test::ServerProcess server(test::real_model_path());
+  std::string out;
+  EXPECT_EQ(run_client(server, "", out, "structured_output_test.py"), 0) << out << "\nserver log:\n" << server.log();
 }
 
 }  // namespace

@@ -1,0 +1,54 @@
+// The compiled-grammar cache: one compile per distinct text, least recently used out first,
+// compile errors passed through, and safe under concurrent requests.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "grammar/grammar_cache.h"
+
+namespace flashserve::grammar {
+namespace {
+
+std::shared_ptr<const VocabularyIndex> bytes_vocab() {
+  Vocabulary v;
+  for (int b = 0; b < 128; ++b) v.token_bytes.push_back(std::string(1, char(b)));
+  return std::make_shared<const VocabularyIndex>(std::move(v));
+}
+
+TEST(GrammarCache, CompilesEachTextOnce) {
+  GrammarCache cache(bytes_vocab(), 2);
+  const auto a = cache.get("root ::= \"a\"");
+  EXPECT_EQ(cache.get("root ::= \"a\""), a);
+  const auto b = cache.get("root ::= \"b\"");
+  EXPECT_NE(a, b);
+  EXPECT_EQ(cache.get("root ::= \"a\""), a);  // now the most recent
+  cache.get("root ::= \"c\"");                // evicts b, the least recent
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(cache.get("root ::= \"a\""), a);
+  EXPECT_NE(cache.get("root ::= \"b\""), b);
+}
+
+TEST(GrammarCache, ErrorsAreNotCached) {
+  GrammarCache cache(bytes_vocab());
+  EXPECT_THROW(cache.get("root ::= nothing"), GrammarError);
+  EXPECT_THROW(cache.get("root ::= nothing"), GrammarError);
+  EXPECT_EQ(cache.size(), 0u);
+}
+
+TEST(GrammarCache, ConcurrentRequestsShareOneEntry) {
+  GrammarCache cache(bytes_vocab());
+  std::vector<std::shared_ptr<const CompiledGrammar>> got(8);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < got.size(); ++i) {
+    threads.emplace_back([&, i] { got[i] = cache.get("root ::= [a-z]+ \"!\""); });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(cache.size(), 1u);
+  for (const auto& g : got) EXPECT_EQ(g, cache.get("root ::= [a-z]+ \"!\""));
+}
+
+}  // namespace
+}  // namespace flashserve::grammar
