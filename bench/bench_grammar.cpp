@@ -1,6 +1,7 @@
 // Constrained decoding's cost per token: the allowed-token mask for SmolLM2's 49k vocabulary, at
 // every step of JSON documents as the tokenizer splits them (what a model writing them would
-// produce), and the one-off compile of the grammar's per-position token tables.
+// produce) -- any JSON, and a typical nested schema -- and the one-off compile of the grammar's
+// per-position token tables.
 //
 //   build/bench/bench_grammar                # p50 / p99 / max mask time per token in the counters
 #include <benchmark/benchmark.h>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "grammar/gbnf_parser.h"
+#include "grammar/json_schema.h"
 #include "grammar/token_masks.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
@@ -39,6 +41,32 @@ const std::vector<std::string> kDocuments = {
 {"sku": "B-7", "qty": 1, "price": 250.0}], "notes": "Delivered to the café on time, no damage.\nSigned."})",
     "{\n  \"query\": \"weather in Paris\",\n  \"results\": [\n    {\"day\": \"Monday\", \"high\": 21, \"low\": 12},\n"
     "    {\"day\": \"Tuesday\", \"high\": 19, \"low\": -2}\n  ],\n  \"units\": \"celsius\"\n}"};
+
+// A typical nested schema (strings with bounds, a format, a pattern, an integer range, an array,
+// a nested object), and documents that follow it.
+const char* kPersonSchema = R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "maxLength": 40},
+    "age": {"type": "integer", "minimum": 0, "maximum": 150},
+    "email": {"type": "string", "format": "email"},
+    "tags": {"type": "array", "items": {"type": "string", "maxLength": 20}, "maxItems": 5},
+    "address": {
+      "type": "object",
+      "properties": {"street": {"type": "string"}, "city": {"type": "string"},
+                     "zip": {"type": "string", "pattern": "^[0-9A-Z ]{3,10}$"}},
+      "required": ["street", "city", "zip"], "additionalProperties": false
+    },
+    "active": {"type": "boolean"}
+  },
+  "required": ["name", "age", "email", "tags", "address", "active"],
+  "additionalProperties": false
+})";
+
+const std::vector<std::string> kPeople = {
+    R"({"name": "Ada Lovelace", "age": 36, "email": "ada@example.com", "tags": ["math", "poetry", "engines"], "address": {"street": "12 St James's Square", "city": "London", "zip": "SW1Y 4JH"}, "active": true})",
+    R"({"name": "Grace Hopper", "age": 85, "email": "grace.hopper@navy.mil", "tags": ["compilers", "COBOL"], "address": {"street": "Arlington National Cemetery", "city": "Arlington", "zip": "22211"}, "active": false})",
+    "{\n  \"name\": \"Zoë Ångström\",\n  \"age\": 29,\n  \"email\": \"zoe@uni.se\",\n  \"tags\": [],\n  \"address\": {\"street\": \"Kungsgatan 4\", \"city\": \"Uppsala\", \"zip\": \"753 21\"},\n  \"active\": true\n}"};
 
 struct Setup {
   std::unique_ptr<Tokenizer> tokenizer;
@@ -71,11 +99,22 @@ void BM_CompileJsonGrammar(benchmark::State& state) {
 }
 BENCHMARK(BM_CompileJsonGrammar)->Unit(benchmark::kMillisecond);
 
-void BM_MaskPerToken(benchmark::State& state) {
+void BM_CompilePersonSchema(benchmark::State& state) {
   const Setup& s = setup();
-  auto compiled = std::make_shared<const CompiledGrammar>(parse_gbnf(kJsonGbnf), s.vocab);
+  const std::string gbnf = json_schema_to_gbnf(nlohmann::ordered_json::parse(kPersonSchema), {.strict = true});
+  for (auto _ : state) {
+    CompiledGrammar g(parse_gbnf(gbnf), s.vocab);
+    benchmark::DoNotOptimize(&g);
+  }
+}
+BENCHMARK(BM_CompilePersonSchema)->Unit(benchmark::kMillisecond);
+
+// Times every mask while stepping the documents' tokens through `gbnf`.
+void masks_along(benchmark::State& state, const std::string& gbnf, const std::vector<std::string>& documents) {
+  const Setup& s = setup();
+  auto compiled = std::make_shared<const CompiledGrammar>(parse_gbnf(gbnf), s.vocab);
   std::vector<std::vector<int32_t>> docs;
-  for (const std::string& d : kDocuments) docs.push_back(s.tokenizer->encode(d, false, false));
+  for (const std::string& d : documents) docs.push_back(s.tokenizer->encode(d, false, false));
   std::vector<double> us;
   TokenBitmask mask;
   for (auto _ : state) {
@@ -99,7 +138,14 @@ void BM_MaskPerToken(benchmark::State& state) {
   state.counters["p99_us"] = at(0.99);
   state.counters["max_us"] = us.back();
 }
-BENCHMARK(BM_MaskPerToken)->Unit(benchmark::kMillisecond);
+
+void BM_MaskPerTokenAnyJson(benchmark::State& state) { masks_along(state, kJsonGbnf, kDocuments); }
+BENCHMARK(BM_MaskPerTokenAnyJson)->Unit(benchmark::kMillisecond);
+
+void BM_MaskPerTokenPersonSchema(benchmark::State& state) {
+  masks_along(state, json_schema_to_gbnf(nlohmann::ordered_json::parse(kPersonSchema), {.strict = true}), kPeople);
+}
+BENCHMARK(BM_MaskPerTokenPersonSchema)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace flashserve
