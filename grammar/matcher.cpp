@@ -1,6 +1,7 @@
 #include "grammar/matcher.h"
 
 #include <algorithm>
+#include <string>
 
 namespace flashserve::grammar {
 namespace {
@@ -116,6 +117,9 @@ bool Stepper::step(const MatchState& in, uint8_t byte, MatchState& next) {
     for (int32_t s : in.stacks) {
       if (s >= 0 && g_.class_intersects(g_.at(pool_.pos(s)).index, r.lo, r.hi)) next.stacks.push_back(s);
     }
+  }
+  if (next.stacks.size() > kMaxParses) {
+    throw GrammarError("grammar too ambiguous: more than " + std::to_string(kMaxParses) + " parses at once");
   }
   return !next.stacks.empty();
 }

@@ -18,6 +18,9 @@
 namespace flashserve::grammar {
 
 constexpr int32_t kAccepted = -1;
+// Parses alive at once. An ambiguous enough grammar could otherwise multiply them with every
+// byte; past this, step() throws GrammarError.
+constexpr size_t kMaxParses = 4096;
 // The parent of a stack cut loose from its context (token_masks.h asks what a token does from one
 // position alone); a parse that pops into it ends as the stack kContext: "depends on the caller".
 constexpr int32_t kContext = -2;
@@ -59,6 +62,7 @@ class Stepper {
   MatchState initial();
   // The state after one more byte into `out` (which must not be `in`; its storage is reused); false
   // when no parse survives it. Stacks that reached kContext end there: they match no more bytes.
+  // Throws GrammarError past kMaxParses.
   bool step(const MatchState& in, uint8_t byte, MatchState& out);
   // Whether the text so far is a complete sentence of the grammar.
   static bool can_end(const MatchState& s);

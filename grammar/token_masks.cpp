@@ -154,9 +154,27 @@ void GrammarMatcher::add_uncertain(Stepper& stepper, int32_t stack, const std::v
 void GrammarMatcher::fill_mask(TokenBitmask& mask) {
   const VocabularyIndex& vocab = g_->vocab();
   mask.assign(vocab.mask_words(), 0);
-  const MatchState& state = matcher_.state();
   StackPool& pool = matcher_.pool();
   const size_t mark = pool.size();
+  try {
+    if (!lost_) add_allowed(mask);
+  } catch (const GrammarError&) {  // too ambiguous to go on: end the text here
+    lost_ = true;
+    mask.assign(vocab.mask_words(), 0);
+  }
+  pool.rollback(mark);
+  // A grammar that allows nothing more (a class no character is in) ends the text rather than
+  // leave the sampler nothing to pick.
+  const bool none = std::all_of(mask.begin(), mask.end(), [](uint32_t w) { return w == 0; });
+  if (can_end() || none) {
+    for (int32_t t : vocab.vocab.end_ids) set_bit(mask, t);
+  }
+}
+
+void GrammarMatcher::add_allowed(TokenBitmask& mask) {
+  const VocabularyIndex& vocab = g_->vocab();
+  const MatchState& state = matcher_.state();
+  StackPool& pool = matcher_.pool();
   Stepper stepper(g_->grammar(), pool);
   if (state.pending > 0) {  // inside a character: no position's tables apply, walk the trie
     states_.resize(size_t(vocab.trie.max_depth()) + 1);
@@ -178,13 +196,6 @@ void GrammarMatcher::fill_mask(TokenBitmask& mask) {
       add_uncertain(stepper, s, p.uncertain_roots, mask);
     }
   }
-  pool.rollback(mark);
-  // A grammar that allows nothing more (a class no character is in) ends the text rather than
-  // leave the sampler nothing to pick.
-  const bool none = std::all_of(mask.begin(), mask.end(), [](uint32_t w) { return w == 0; });
-  if (can_end() || none) {
-    for (int32_t t : vocab.vocab.end_ids) set_bit(mask, t);
-  }
 }
 
 bool GrammarMatcher::accept(int32_t token) {
@@ -192,7 +203,12 @@ bool GrammarMatcher::accept(int32_t token) {
   if (token < 0 || size_t(token) >= v.token_bytes.size()) return false;
   if (std::find(v.end_ids.begin(), v.end_ids.end(), token) != v.end_ids.end()) return can_end();
   const std::string& bytes = v.token_bytes[size_t(token)];
-  return !bytes.empty() && matcher_.advance(bytes);
+  try {
+    return !bytes.empty() && matcher_.advance(bytes);
+  } catch (const GrammarError&) {
+    lost_ = true;
+    return false;
+  }
 }
 
 bool GrammarMatcher::must_end() const {

@@ -60,7 +60,8 @@ class GrammarMatcher {
  public:
   explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> g);
   // The tokens allowed next (mask resized to the vocabulary's words). End of generation where the
-  // text is complete, and also where the grammar allows nothing more, so a mask is never empty.
+  // text is complete, and also where the grammar allows nothing more or is too ambiguous to follow
+  // (kMaxParses), so a mask is never empty.
   void fill_mask(TokenBitmask& mask);
   // Moves past `token`; false (nothing changes) if the grammar does not allow it.
   bool accept(int32_t token);
@@ -70,12 +71,14 @@ class GrammarMatcher {
   bool must_end() const;
 
  private:
+  void add_allowed(TokenBitmask& mask);
   void add_uncertain(Stepper& stepper, int32_t stack, const std::vector<int32_t>& roots, TokenBitmask& mask);
 
   std::shared_ptr<const CompiledGrammar> g_;
   Matcher matcher_;
   std::vector<MatchState> states_;  // per trie depth, reused between steps
   std::vector<int32_t> path_, ancestors_;
+  bool lost_ = false;  // the grammar became too ambiguous to follow: only end of generation is left
 };
 
 }  // namespace flashserve::grammar

@@ -87,5 +87,14 @@ TEST(Matcher, NestingIsBalanced) {
   EXPECT_FALSE(m.advance("]]]"));
 }
 
+TEST(Matcher, ParsesPastTheLimitAreAnError) {
+  // Each "a" may leave a "b" or a "c" owed, or nothing: the distinct stacks grow as 3^n.
+  const auto g = gbnf("root ::= e\ne ::= \"a\" e | \"a\" e \"b\" | \"a\" e \"c\" | \"\"");
+  Matcher m(g);
+  EXPECT_TRUE(m.advance("aaaaaaaaa"));
+  EXPECT_THROW(m.advance("a"), GrammarError);
+  EXPECT_TRUE(m.advance("cb"));  // the state before the failed advance
+}
+
 }  // namespace
 }  // namespace flashserve::grammar

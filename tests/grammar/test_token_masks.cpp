@@ -137,6 +137,19 @@ TEST(TokenMasks, EndOfGenerationOnlyWhenComplete) {
   EXPECT_TRUE(m.accept(eos));
 }
 
+TEST(TokenMasks, AGrammarTooAmbiguousToFollowEndsTheText) {
+  const auto vocab = synthetic_vocab();
+  auto compiled = std::make_shared<const CompiledGrammar>(
+      parse_gbnf("root ::= e\ne ::= \"a\" e | \"a\" e \"b\" | \"a\" e \"c\" | \"\""), vocab);
+  GrammarMatcher m(compiled);
+  int accepted = 0;
+  while (accepted < 40 && m.accept('a')) ++accepted;
+  EXPECT_EQ(accepted, 9);  // the tenth "a" would need more than kMaxParses stacks
+  TokenBitmask mask;
+  m.fill_mask(mask);
+  EXPECT_EQ(allowed(mask, vocab->vocab.token_bytes.size()), vocab->vocab.end_ids);
+}
+
 Vocabulary smollm2_vocabulary() {
   const Tokenizer tok(Tokenizer::data_from_gguf(*GgufFile::open(test::real_model_path())));
   Vocabulary v;
