@@ -2,6 +2,11 @@
 // logprobs, tokenization, model info, health, and the argument errors.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
 #include "tests/server/grpc_harness.h"
 #include "tests/util/tiny_model.h"
 
@@ -237,6 +242,54 @@ TEST_F(GrpcTest, BadArgumentsAreInvalidArgument) {
     pb::GenerateStreamResponse msg;
     EXPECT_FALSE(reader->Read(&msg));
     EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT) << req.DebugString();
+  }
+}
+
+// The Constraint message: what it asks for is what comes back, keys in the schema's order; what
+// cannot be compiled is INVALID_ARGUMENT naming the problem.
+TEST_F(GrpcTest, ConstraintsShapeTheOutput) {
+  auto sampled = [](const char* prompt) {
+    pb::GenerateRequest r = text_request(prompt, 400);
+    r.mutable_sampling()->set_temperature(1.0f);
+    r.mutable_sampling()->set_seed(7);
+    return r;
+  };
+  pb::GenerateRequest regex = sampled("code");
+  regex.mutable_constraint()->set_regex("[a-c]{3}-[0-9]{2}");
+  const pb::GenerateResponse r1 = generate(regex);
+  EXPECT_EQ(r1.finish_reason(), pb::FINISH_REASON_STOP);
+  EXPECT_TRUE(std::regex_match(r1.text(), std::regex("[a-c]{3}-[0-9]{2}"))) << r1.text();
+
+  pb::GenerateRequest schema = sampled("json");
+  schema.mutable_constraint()->set_json_schema(
+      R"({"type": "object", "properties": {"b": {"type": "integer", "minimum": 0, "maximum": 99},)"
+      R"( "a": {"enum": ["x", "y"]}}, "required": ["b", "a"]})");
+  schema.mutable_constraint()->set_strict(true);
+  const pb::GenerateResponse r2 = generate(schema);
+  EXPECT_EQ(r2.finish_reason(), pb::FINISH_REASON_STOP);
+  const auto doc = nlohmann::ordered_json::parse(r2.text());
+  ASSERT_EQ(doc.size(), 2u) << r2.text();
+  EXPECT_EQ(doc.begin().key(), "b");
+  EXPECT_TRUE(doc["b"].is_number_integer() && doc["b"] >= 0 && doc["b"] <= 99) << r2.text();
+  EXPECT_TRUE(doc["a"] == "x" || doc["a"] == "y") << r2.text();
+
+  pb::GenerateRequest gbnf = sampled("answer");
+  gbnf.mutable_constraint()->set_grammar("root ::= \"yes\" | \"no\"");
+  const std::string answer = generate(gbnf).text();
+  EXPECT_TRUE(answer == "yes" || answer == "no") << answer;
+
+  const std::pair<std::function<void(pb::Constraint&)>, const char*> bad[] = {
+      {[](pb::Constraint& c) { c.set_grammar("root ::= missing"); }, "missing"},
+      {[](pb::Constraint& c) { c.set_json_schema("{not json"); }, "not valid JSON"},
+      {[](pb::Constraint& c) { c.set_json_schema(R"({"type": "string", "not": {}})"); }, "not"},
+      {[](pb::Constraint& c) { c.set_regex("a(?=b)"); }, "look"},
+  };
+  for (const auto& [set, word] : bad) {
+    pb::GenerateRequest req = sampled("x");
+    set(*req.mutable_constraint());
+    const grpc::Status s = generate_status(req);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << req.DebugString();
+    EXPECT_NE(s.error_message().find(word), std::string::npos) << s.error_message();
   }
 }
 
