@@ -9,6 +9,7 @@
 #include <string>
 
 #include "grammar/gbnf_parser.h"
+#include "grammar/json_schema.h"
 #include "grammar/token_masks.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
@@ -16,16 +17,6 @@
 
 namespace flashserve::grammar {
 namespace {
-
-const char* kJson = R"(
-root   ::= object
-value  ::= object | array | string | number | ("true" | "false" | "null")
-object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
-array  ::= "[" ws ( value ("," ws value)* )? "]" ws
-string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
-number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [0-9]{0,15})? ws
-ws ::= | " " | "\n" [ \t]{0,20}
-)";
 
 TokenBitmask brute_force_mask(Matcher& m, const Vocabulary& v) {
   TokenBitmask mask((v.token_bytes.size() + 31) / 32, 0);
@@ -109,7 +100,7 @@ std::shared_ptr<const VocabularyIndex> synthetic_vocab() {
   return std::make_shared<const VocabularyIndex>(std::move(v));
 }
 
-TEST(TokenMasks, MatchBruteForceOnJson) { random_walks(kJson, synthetic_vocab(), 40, 60); }
+TEST(TokenMasks, MatchBruteForceOnJson) { random_walks(any_json_object_gbnf(), synthetic_vocab(), 40, 60); }
 
 TEST(TokenMasks, MatchBruteForceOnOtherShapes) {
   const auto vocab = synthetic_vocab();
@@ -163,7 +154,7 @@ Vocabulary smollm2_vocabulary() {
 TEST(TokenMasks, MatchBruteForceOnTheRealVocabulary) {
   const auto vocab = std::make_shared<const VocabularyIndex>(smollm2_vocabulary());
   ASSERT_GT(vocab->vocab.token_bytes.size(), 49000u);
-  random_walks(kJson, vocab, 3, 25);
+  random_walks(any_json_object_gbnf(), vocab, 3, 25);
 }
 
 }  // namespace
