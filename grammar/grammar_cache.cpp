@@ -19,11 +19,19 @@ std::shared_ptr<const CompiledGrammar> GrammarCache::get(const std::string& gbnf
   if (auto it = index_.find(gbnf); it != index_.end()) return it->second->second;
   lru_.emplace_front(gbnf, compiled);
   index_.emplace(gbnf, lru_.begin());
-  while (lru_.size() > capacity_) {
+  bytes_ += compiled->table_bytes();
+  // The newest stays even alone over the byte budget: its request needs it either way.
+  while (lru_.size() > 1 && (lru_.size() > capacity_ || bytes_ > max_bytes_)) {
+    bytes_ -= lru_.back().second->table_bytes();
     index_.erase(lru_.back().first);
     lru_.pop_back();
   }
   return compiled;
+}
+
+size_t GrammarCache::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
 }
 
 size_t GrammarCache::size() const {

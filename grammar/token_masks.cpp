@@ -10,7 +10,7 @@ namespace {
 // Chains of rules each used from one place are followed this far when cutting a stack loose.
 constexpr int kMaxChain = 16;
 // Trie steps all positions' walks may take together: a bound on compile time (a few seconds).
-constexpr uint64_t kMaxCompileSteps = 200'000'000;
+constexpr uint64_t kMaxCompileSteps = 100'000'000;
 
 bool has(const MatchState& s, int32_t id) { return std::binary_search(s.stacks.begin(), s.stacks.end(), id); }
 
@@ -78,7 +78,8 @@ void set_bit(TokenBitmask& m, int32_t t) { m[size_t(t) >> 5] |= uint32_t(1) << (
 
 }  // namespace
 
-CompiledGrammar::CompiledGrammar(const Grammar& g, std::shared_ptr<const VocabularyIndex> vocab)
+CompiledGrammar::CompiledGrammar(const Grammar& g, std::shared_ptr<const VocabularyIndex> vocab,
+                                 size_t max_table_bytes)
     : grammar_(std::make_shared<const Grammar>(inline_small_rules(g))), vocab_(std::move(vocab)), index_(grammar_->num_elements(), -1) {
   const Grammar& gr = *grammar_;
   const Continuations continuations(gr);
@@ -106,6 +107,12 @@ CompiledGrammar::CompiledGrammar(const Grammar& g, std::shared_ptr<const Vocabul
       p.accepted_bits.assign(vocab_->mask_words(), 0);
       for (int32_t t : p.accepted) set_bit(p.accepted_bits, t);
       p.accepted = {};
+    }
+    table_bytes_ += sizeof(uint32_t) * (p.accepted_bits.size() + p.accepted.size() + p.uncertain_roots.size());
+    if (table_bytes_ > max_table_bytes) {
+      throw GrammarError("grammar too large: its token tables passed " +
+                         (max_table_bytes >= (size_t(1) << 20) ? std::to_string(max_table_bytes >> 20) + " MiB"
+                                                               : std::to_string(max_table_bytes) + " bytes"));
     }
     index_[size_t(pos)] = int32_t(positions_.size());
     positions_.push_back(std::move(p));

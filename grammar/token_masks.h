@@ -31,7 +31,13 @@ struct VocabularyIndex {
 class CompiledGrammar {
  public:
   // Matching then runs on `g` with small rules copied per use (rule_inlining.h): grammar() is that.
-  CompiledGrammar(const Grammar& g, std::shared_ptr<const VocabularyIndex> vocab);
+  // Throws GrammarError when the tables would pass `max_table_bytes` (or the compile its step limit).
+  CompiledGrammar(const Grammar& g, std::shared_ptr<const VocabularyIndex> vocab,
+                  size_t max_table_bytes = kMaxTableBytes);
+
+  static constexpr size_t kMaxTableBytes = size_t(64) << 20;
+  // What the per-position tables hold (what a cache of compiled grammars should count).
+  size_t table_bytes() const { return table_bytes_; }
 
   const Grammar& grammar() const { return *grammar_; }
   const std::shared_ptr<const Grammar>& grammar_ptr() const { return grammar_; }
@@ -53,6 +59,7 @@ class CompiledGrammar {
   std::shared_ptr<const VocabularyIndex> vocab_;
   std::vector<int32_t> index_;  // per grammar position
   std::vector<PositionTokens> positions_;
+  size_t table_bytes_ = 0;
 };
 
 // One request's constrained decoding.

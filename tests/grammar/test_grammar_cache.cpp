@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "grammar/gbnf_parser.h"
 #include "grammar/grammar_cache.h"
 
 namespace flashserve::grammar {
@@ -29,6 +30,17 @@ TEST(GrammarCache, CompilesEachTextOnce) {
   EXPECT_EQ(cache.size(), 2u);
   EXPECT_EQ(cache.get("root ::= \"a\""), a);
   EXPECT_NE(cache.get("root ::= \"b\""), b);
+}
+
+TEST(GrammarCache, TableBytesAreBounded) {
+  const std::string a = "root ::= [a-z]+", b = "root ::= [0-9]+";
+  const size_t one = CompiledGrammar(parse_gbnf(a), bytes_vocab()).table_bytes();
+  ASSERT_GT(one, 0u);
+  GrammarCache cache(bytes_vocab(), 64, one + one / 2);  // room for one such grammar, not two
+  cache.get(a);
+  cache.get(b);
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_LE(cache.bytes(), one + one / 2);
 }
 
 TEST(GrammarCache, ErrorsAreNotCached) {

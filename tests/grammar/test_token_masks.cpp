@@ -141,6 +141,11 @@ TEST(TokenMasks, AGrammarTooAmbiguousToFollowEndsTheText) {
   EXPECT_EQ(allowed(mask, vocab->vocab.token_bytes.size()), vocab->vocab.end_ids);
 }
 
+TEST(TokenMasks, TablesPastTheirBoundAreAnError) {
+  EXPECT_THROW(CompiledGrammar(parse_gbnf(any_json_object_gbnf()), synthetic_vocab(), 1 << 10), GrammarError);
+  EXPECT_GT(CompiledGrammar(parse_gbnf(any_json_object_gbnf()), synthetic_vocab()).table_bytes(), size_t(1) << 10);
+}
+
 Vocabulary smollm2_vocabulary() {
   const Tokenizer tok(Tokenizer::data_from_gguf(*GgufFile::open(test::real_model_path())));
   Vocabulary v;
