@@ -9,7 +9,22 @@ namespace {
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 constexpr uint32_t kSurrogateLo = 0xD800, kSurrogateHi = 0xDFFF;
 
-std::vector<CodeRange> normalized(std::vector<CodeRange> ranges) {
+std::vector<CodeRange> without_surrogates(const std::vector<CodeRange>& sorted) {
+  std::vector<CodeRange> out;
+  for (const CodeRange& r : sorted) {
+    if (r.hi < kSurrogateLo || r.lo > kSurrogateHi) {
+      out.push_back(r);
+      continue;
+    }
+    if (r.lo < kSurrogateLo) out.push_back({r.lo, kSurrogateLo - 1});
+    if (r.hi > kSurrogateHi) out.push_back({kSurrogateHi + 1, r.hi});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<CodeRange> normalized_ranges(std::vector<CodeRange> ranges) {
   std::vector<CodeRange> out;
   for (CodeRange& r : ranges) r.hi = std::min(r.hi, kMaxCodePoint);
   std::sort(ranges.begin(), ranges.end(), [](CodeRange a, CodeRange b) { return a.lo < b.lo; });
@@ -24,7 +39,7 @@ std::vector<CodeRange> normalized(std::vector<CodeRange> ranges) {
   return out;
 }
 
-std::vector<CodeRange> complement(const std::vector<CodeRange>& sorted) {
+std::vector<CodeRange> complement_ranges(const std::vector<CodeRange>& sorted) {
   std::vector<CodeRange> out;
   uint32_t next = 0;
   for (const CodeRange& r : sorted) {
@@ -35,25 +50,14 @@ std::vector<CodeRange> complement(const std::vector<CodeRange>& sorted) {
   return out;
 }
 
-std::vector<CodeRange> without_surrogates(const std::vector<CodeRange>& sorted) {
-  std::vector<CodeRange> out;
-  for (const CodeRange& r : sorted) {
-    if (r.hi < kSurrogateLo || r.lo > kSurrogateHi) {
-      out.push_back(r);
-      continue;
-    }
-    if (r.lo < kSurrogateLo) out.push_back({r.lo, kSurrogateLo - 1});
-    if (r.hi > kSurrogateHi) out.push_back({kSurrogateHi + 1, r.hi});
-  }
-  return out;
-}
-
-void append_escaped(std::string& out, uint32_t cp, bool in_class) {
+void append_gbnf_char(std::string& out, uint32_t cp, bool in_class) {
   const bool special = cp == '"' || cp == '\\' || (in_class && (cp == ']' || cp == '-' || cp == '^'));
   if (special) {
     out += '\\';
     out += char(cp);
-  } else if (cp >= 0x20 && cp < 0x7f) {
+  } else if (cp == '\n' || cp == '\r' || cp == '\t') {
+    out += cp == '\n' ? "\\n" : cp == '\r' ? "\\r" : "\\t";
+  } else if (cp >= 0x20 && cp < 0x7F) {
     out += char(cp);
   } else {
     char buf[16];
@@ -61,8 +65,6 @@ void append_escaped(std::string& out, uint32_t cp, bool in_class) {
     out += buf;
   }
 }
-
-}  // namespace
 
 bool Grammar::class_contains(int32_t cls, uint32_t cp) const {
   const CharClass& c = classes_[cls];
@@ -94,16 +96,16 @@ std::string Grammar::to_gbnf() const {
         const std::vector<CodeRange>& ranges = classes_[e.index].ranges;
         if (ranges.size() == 1 && ranges[0].lo == ranges[0].hi) {
           out += '"';
-          append_escaped(out, ranges[0].lo, false);
+          append_gbnf_char(out, ranges[0].lo, false);
           out += '"';
           continue;
         }
         out += '[';
         for (const CodeRange& r : ranges) {
-          append_escaped(out, r.lo, true);
+          append_gbnf_char(out, r.lo, true);
           if (r.hi != r.lo) {
             out += '-';
-            append_escaped(out, r.hi, true);
+            append_gbnf_char(out, r.hi, true);
           }
         }
         out += ']';
@@ -134,8 +136,8 @@ int32_t GrammarBuilder::new_rule(std::string_view base) {
 }
 
 int32_t GrammarBuilder::char_class(std::vector<CodeRange> ranges, bool negate) {
-  std::vector<CodeRange> sorted = normalized(std::move(ranges));
-  if (negate) sorted = complement(sorted);
+  std::vector<CodeRange> sorted = normalized_ranges(std::move(ranges));
+  if (negate) sorted = complement_ranges(sorted);
   sorted = without_surrogates(sorted);
   std::vector<std::pair<uint32_t, uint32_t>> key;
   for (const CodeRange& r : sorted) key.emplace_back(r.lo, r.hi);

@@ -28,6 +28,14 @@ struct CodeRange {
   uint32_t lo, hi;  // inclusive
 };
 
+// Range sets of code points: sorted, disjoint, touching ranges merged, nothing past U+10FFFF.
+std::vector<CodeRange> normalized_ranges(std::vector<CodeRange> ranges);
+// Every code point up to U+10FFFF outside `sorted` (a normalized set).
+std::vector<CodeRange> complement_ranges(const std::vector<CodeRange>& sorted);
+// A code point as GBNF text inside a literal, or with `in_class` inside [...]: printable ASCII as
+// itself, specials and the rest escaped.
+void append_gbnf_char(std::string& out, uint32_t cp, bool in_class);
+
 struct Element {
   enum class Kind : uint8_t { Chars, Rule, End };
   Kind kind;

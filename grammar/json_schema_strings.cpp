@@ -58,25 +58,22 @@ std::vector<uint32_t> code_points(std::string_view s) {
   return out;
 }
 
-// One code point inside [...].
-std::string class_char(uint32_t cp) {
-  if (cp >= 0x20 && cp < 0x7F && cp != ']' && cp != '-' && cp != '^' && cp != '\\' && cp != '"') return std::string(1, char(cp));
-  if (cp == ']' || cp == '-' || cp == '^' || cp == '\\' || cp == '"') return std::string("\\") + char(cp);
-  char buf[16];
-  std::snprintf(buf, sizeof buf, cp <= 0xFF ? "\\x%02X" : cp <= 0xFFFF ? "\\u%04X" : "\\U%08X", unsigned(cp));
-  return buf;
-}
-
 std::string gbnf_class(const std::vector<CodeRange>& ranges) {
   std::string out = "[";
-  for (const CodeRange& r : ranges) out += class_char(r.lo) + (r.hi > r.lo ? "-" + class_char(r.hi) : "");
+  for (const CodeRange& r : ranges) {
+    append_gbnf_char(out, r.lo, true);
+    if (r.hi > r.lo) {
+      out += '-';
+      append_gbnf_char(out, r.hi, true);
+    }
+  }
   return out + "]";
 }
 
 // A class of any character but the specials and `except`.
 std::string raw_class_except(const std::vector<uint32_t>& except) {
   std::string out = "[^\"\\\\\\x7F\\x00-\\x1F";
-  for (uint32_t cp : except) out += class_char(cp);
+  for (uint32_t cp : except) append_gbnf_char(out, cp, true);
   return out + "]";
 }
 

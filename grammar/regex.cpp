@@ -21,28 +21,12 @@ constexpr size_t kMaxInlineClass = 32;
 
 constexpr CodeRange kSurrogates{0xD800, 0xDFFF};
 
-void append_code_point(std::string& out, uint32_t cp, bool in_class) {
-  const bool special = cp == '"' || cp == '\\' || (in_class && (cp == ']' || cp == '-' || cp == '^'));
-  if (special) {
-    out += '\\';
-    out += char(cp);
-  } else if (cp == '\n' || cp == '\r' || cp == '\t') {
-    out += cp == '\n' ? "\\n" : cp == '\r' ? "\\r" : "\\t";
-  } else if (cp >= 0x20 && cp < 0x7F) {
-    out += char(cp);
-  } else {
-    char buf[16];
-    std::snprintf(buf, sizeof buf, cp <= 0xFF ? "\\x%02X" : cp <= 0xFFFF ? "\\u%04X" : "\\U%08X", unsigned(cp));
-    out += buf;
-  }
-}
-
 std::string class_text(const CodeSet& set, bool negated) {
   std::string out = negated ? "[^" : "[";
   for (const CodeRange& r : set) {
-    append_code_point(out, r.lo, true);
+    append_gbnf_char(out, r.lo, true);
     if (r.hi > r.lo + 1) out += '-';
-    if (r.hi > r.lo) append_code_point(out, r.hi, true);
+    if (r.hi > r.lo) append_gbnf_char(out, r.hi, true);
   }
   return out + "]";
 }
@@ -52,7 +36,7 @@ std::string class_text(const CodeSet& set, bool negated) {
 std::string shortest_class_text(const CodeSet& set) {
   CodeSet with_surrogates = set;
   with_surrogates.push_back(kSurrogates);
-  const CodeSet outside = complement_set(normalized_set(std::move(with_surrogates)));
+  const CodeSet outside = complement_ranges(normalized_ranges(std::move(with_surrogates)));
   CodeSet inside;
   for (const CodeRange& r : set) {
     if (r.lo < kSurrogates.lo) inside.push_back({r.lo, std::min(r.hi, kSurrogates.lo - 1)});
@@ -156,7 +140,7 @@ class Emitter {
   Fragment chars(const CodeSet& set) {
     if (set.size() == 1 && set[0].lo == set[0].hi) {
       std::string text = "\"";
-      append_code_point(text, set[0].lo, false);
+      append_gbnf_char(text, set[0].lo, false);
       return {text + "\"", Binding::Atom};
     }
     std::string text = shortest_class_text(set);
@@ -179,7 +163,7 @@ class Emitter {
     };
     for (const RegexPtr& item : items) {
       if (is_single_code_point(*item)) {
-        append_code_point(literal, item->chars[0].lo, false);
+        append_gbnf_char(literal, item->chars[0].lo, false);
         continue;
       }
       flush_literal();

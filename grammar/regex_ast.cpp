@@ -22,30 +22,6 @@ RegexPtr node(RegexNode n) { return std::make_shared<const RegexNode>(std::move(
 
 }  // namespace
 
-CodeSet normalized_set(CodeSet ranges) {
-  std::sort(ranges.begin(), ranges.end(), [](CodeRange a, CodeRange b) { return a.lo < b.lo; });
-  CodeSet out;
-  for (const CodeRange& r : ranges) {
-    if (!out.empty() && r.lo <= out.back().hi + 1) {
-      out.back().hi = std::max(out.back().hi, r.hi);
-    } else {
-      out.push_back(r);
-    }
-  }
-  return out;
-}
-
-CodeSet complement_set(const CodeSet& set) {
-  CodeSet out;
-  uint32_t next = 0;
-  for (const CodeRange& r : set) {
-    if (r.lo > next) out.push_back({next, r.lo - 1});
-    next = r.hi + 1;
-  }
-  if (next <= kLastCodePoint) out.push_back({next, kLastCodePoint});
-  return out;
-}
-
 RegexPtr regex_empty() { return node({}); }
 
 RegexPtr regex_chars(CodeSet set) {
@@ -86,7 +62,7 @@ RegexPtr regex_alt(std::vector<RegexPtr> items) {
       kept.push_back(std::move(item));
     }
   }
-  if (any_chars) kept.insert(kept.begin(), regex_chars(normalized_set(std::move(chars))));
+  if (any_chars) kept.insert(kept.begin(), regex_chars(normalized_ranges(std::move(chars))));
   if (empty) kept.push_back(regex_empty());
   if (kept.empty()) return regex_chars({});
   if (kept.size() == 1) return kept[0];

@@ -19,10 +19,6 @@ using CodeSet = std::vector<CodeRange>;
 
 constexpr uint32_t kLastCodePoint = 0x10FFFF;
 
-// Sorts and merges ranges given in any order.
-CodeSet normalized_set(CodeSet ranges);
-// Every code point up to U+10FFFF not in `set` (which must be normalized).
-CodeSet complement_set(const CodeSet& set);
 
 struct RegexNode;
 using RegexPtr = std::shared_ptr<const RegexNode>;

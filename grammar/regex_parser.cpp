@@ -91,7 +91,7 @@ class RegexParser {
     switch (c) {
       case '(': return group(depth);
       case '[': return char_class();
-      case '.': ++pos_; return regex_chars(complement_set(line_terminators()));
+      case '.': ++pos_; return regex_chars(complement_ranges(line_terminators()));
       case '\\': return regex_chars(escape(false).set);
       case '*': case '+': case '?': fail(std::string("quantifier '") + c + "' has nothing to repeat", start);
       case '{':
@@ -223,8 +223,8 @@ class RegexParser {
       ranges.push_back({lo.cp, hi.cp});
     }
     ++pos_;
-    CodeSet set = normalized_set(std::move(ranges));
-    return regex_chars(negate ? complement_set(set) : std::move(set));
+    CodeSet set = normalized_ranges(std::move(ranges));
+    return regex_chars(negate ? complement_ranges(set) : std::move(set));
   }
 
   ClassAtom class_atom(size_t open) {
@@ -239,11 +239,11 @@ class RegexParser {
     const char e = p_[pos_++];
     switch (e) {
       case 'd': return ClassAtom::of(digits());
-      case 'D': return ClassAtom::of(complement_set(digits()));
+      case 'D': return ClassAtom::of(complement_ranges(digits()));
       case 'w': return ClassAtom::of(word_chars());
-      case 'W': return ClassAtom::of(complement_set(word_chars()));
+      case 'W': return ClassAtom::of(complement_ranges(word_chars()));
       case 's': return ClassAtom::of(white_space());
-      case 'S': return ClassAtom::of(complement_set(white_space()));
+      case 'S': return ClassAtom::of(complement_ranges(white_space()));
       case 'n': return ClassAtom::of('\n');
       case 'r': return ClassAtom::of('\r');
       case 't': return ClassAtom::of('\t');
