@@ -16,11 +16,12 @@ bool has(const MatchState& s, int32_t id) { return std::binary_search(s.stacks.b
 
 // Steps the trie's nodes [begin, end) -- whole subtrees -- on from states[depth(begin) - 1],
 // reporting the tokens that survive (accepted) and the roots of subtrees cut off after some stack
-// reached kContext (uncertain); everything else is rejected. Returns the steps taken.
+// reached kContext (uncertain); everything else is rejected. `context` is scratch per depth, like
+// `states` (kept by the caller: masks are computed every step). Returns the steps taken.
 template <class Accept, class Uncertain>
 uint64_t walk(Stepper& stepper, const TokenTrie& trie, int32_t begin, int32_t end, std::vector<MatchState>& states,
-              Accept&& accept, Uncertain&& uncertain) {
-  std::vector<uint8_t> context(states.size());
+              std::vector<uint8_t>& context, Accept&& accept, Uncertain&& uncertain) {
+  context.resize(states.size());
   const size_t base = size_t(trie.depth(begin)) - 1;
   context[base] = has(states[base], kContext);
   uint64_t steps = 0;
@@ -88,6 +89,7 @@ CompiledGrammar::CompiledGrammar(const Grammar& g, std::shared_ptr<const Vocabul
   Stepper stepper(gr, pool);
   const TokenTrie& trie = vocab_->trie;
   std::vector<MatchState> states(size_t(trie.max_depth()) + 1);
+  std::vector<uint8_t> context;
   uint64_t steps = 0;
   for (int32_t pos = 0; pos < int32_t(gr.num_elements()); ++pos) {
     if (gr.at(pos).kind != Element::Kind::Chars) continue;
@@ -95,7 +97,7 @@ CompiledGrammar::CompiledGrammar(const Grammar& g, std::shared_ptr<const Vocabul
     states[0].stacks.assign(1, pool.node(pos, continuations.parent(pool, continuations.rule_of(pos))));
     PositionTokens p;
     steps += walk(
-        stepper, trie, 0, trie.num_nodes(), states,
+        stepper, trie, 0, trie.num_nodes(), states, context,
         [&](std::span<const int32_t> tokens) { p.accepted.insert(p.accepted.end(), tokens.begin(), tokens.end()); },
         [&](int32_t node) { p.uncertain_roots.push_back(node); });
     pool.rollback(mark);
@@ -150,7 +152,7 @@ void GrammarMatcher::add_uncertain(Stepper& stepper, int32_t stack, const std::v
     }
     if (!alive) continue;
     walk(
-        stepper, trie, root, trie.subtree_end(root), states_,
+        stepper, trie, root, trie.subtree_end(root), states_, context_,
         [&](std::span<const int32_t> tokens) {
           for (int32_t t : tokens) set_bit(mask, t);
         },
@@ -187,7 +189,7 @@ void GrammarMatcher::add_allowed(TokenBitmask& mask) {
     states_.resize(size_t(vocab.trie.max_depth()) + 1);
     states_[0] = state;
     walk(
-        stepper, vocab.trie, 0, vocab.trie.num_nodes(), states_,
+        stepper, vocab.trie, 0, vocab.trie.num_nodes(), states_, context_,
         [&](std::span<const int32_t> tokens) {
           for (int32_t t : tokens) set_bit(mask, t);
         },

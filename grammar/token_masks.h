@@ -84,6 +84,7 @@ class GrammarMatcher {
   std::shared_ptr<const CompiledGrammar> g_;
   Matcher matcher_;
   std::vector<MatchState> states_;  // per trie depth, reused between steps
+  std::vector<uint8_t> context_;    // per trie depth: some stack reached kContext on the way
   std::vector<int32_t> path_, ancestors_;
   bool lost_ = false;  // the grammar became too ambiguous to follow: only end of generation is left
 };
