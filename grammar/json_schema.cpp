@@ -52,13 +52,15 @@ class Compiler final : public RuleSink {
   }
 
   std::string compile_document() {
+    const std::string& document = options_.document_rule;
     used_.insert("root");
-    reserve("root");
-    ref_names_[""] = "root";
+    used_.insert(document);
+    reserve(document);
+    ref_names_[""] = document;
     open_refs_.push_back("");
-    const Expr body = compile(root_, "", "root", 0);
+    const Expr body = compile(root_, "", document, 0);
     open_refs_.pop_back();
-    set_body("root", body.text);
+    set_body(document, body.text);
     std::string out;
     for (const auto& [name, rule_body] : rules_) out += name + " ::= " + rule_body + "\n";
     return out;

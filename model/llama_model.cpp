@@ -137,8 +137,11 @@ ChatTemplate LlamaModel::chat_template_from(const std::string& path) const {
 }
 
 std::vector<int32_t> LlamaModel::encode_chat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages) const {
+  return encode_rendered_chat(tmpl.apply(messages, /*add_generation_prompt=*/true));
+}
+
+std::vector<int32_t> LlamaModel::encode_rendered_chat(const std::string& text) const {
   const Tokenizer& tok = *tokenizer_;
-  const std::string text = tmpl.apply(messages, /*add_generation_prompt=*/true);
   const bool has_bos = tok.bos_id() >= 0 && text.starts_with(tok.token_text(tok.bos_id()));
   return tok.encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
 }

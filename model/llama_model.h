@@ -69,6 +69,8 @@ class LlamaModel {
   // Messages -> prompt ids: the template with a generation prompt, special tokens parsed, BOS
   // added only when the template did not already render it (Llama-2/3 and Gemma do).
   std::vector<int32_t> encode_chat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages) const;
+  // A conversation the template already rendered (with its generation prompt) -> prompt ids.
+  std::vector<int32_t> encode_rendered_chat(const std::string& text) const;
 
   // The bound weights, which runners map onto their backend.
   const WeightMatrix& token_embedding() const { return token_embd_; }

@@ -255,11 +255,6 @@ bool is_false(const json& v) { return v.is_boolean() && !v.get<bool>(); }
 bool is_empty(const json& v) { return (v.is_array() || v.is_object() || v.is_string()) && v.empty(); }
 
 void refuse_unsupported_chat(const json& body) {
-  refuse_unless(body, "tools", is_empty, "tool calling is not implemented yet");
-  refuse_unless(body, "functions", is_empty, "function calling is not implemented yet");
-  refuse_unless(body, "tool_choice", [](const json& v) { return v == "none"; }, "tool calling is not implemented yet");
-  refuse_unless(body, "function_call", [](const json& v) { return v == "none"; }, "function calling is not implemented yet");
-  refuse_unless(body, "parallel_tool_calls", [](const json& v) { return v.is_boolean(); }, "it must be a boolean");
   refuse_unless(body, "store", is_false, "this server stores nothing");
   refuse_unless(body, "metadata", is_empty, "it only applies to stored completions, and this server stores nothing");
   refuse_unless(body, "service_tier", [](const json& v) { return v == "auto" || v == "default"; }, "there is one tier");
@@ -291,13 +286,35 @@ std::string message_content(const json& m) {
   return text;
 }
 
+// An assistant message's calls, as the API returned them: [{id, type, function: {name, arguments}}].
+json tool_calls_of(const json& m, size_t& bytes) {
+  const json* calls = field(m, "tool_calls");
+  const ApiError bad = bad_request(
+      "an assistant message's 'tool_calls' must be an array of {id, type: 'function', function: {name, arguments}}",
+      "messages");
+  if (!calls->is_array()) throw bad;
+  json out = json::array();
+  for (const json& c : *calls) {
+    if (!c.is_object() || opt_string(c, "type").value_or("function") != "function") throw bad;
+    const json* fn = field(c, "function");
+    if (!fn || !fn->is_object()) throw bad;
+    const auto id = opt_string(c, "id");
+    const auto name = opt_string(*fn, "name");
+    const auto arguments = opt_string(*fn, "arguments");
+    if (!id || !name || !arguments) throw bad;
+    bytes += id->size() + name->size() + arguments->size();
+    out.push_back({{"id", *id}, {"type", "function"}, {"function", {{"name", *name}, {"arguments", *arguments}}}});
+  }
+  return out;
+}
+
 // Every message adds at least one token, so more messages than the context window holds tokens
-// can never fit: refused before templating.
-std::vector<ChatMessage> chat_messages(const json& messages, const Serving& serving) {
+// can never fit: refused before templating. Out come {role, content} objects with string
+// content, plus tool_calls (assistant) and tool_call_id (tool).
+json chat_messages(const json& messages, const Serving& serving) {
   if (!messages.is_array() || messages.empty()) throw wrong_type("messages", "a non-empty array");
   if (messages.size() > size_t(serving.max_model_len())) throw prompt_too_long(serving);
-  std::vector<ChatMessage> out;
-  out.reserve(messages.size());
+  json out = json::array();
   size_t total_bytes = 0;
   for (const json& m : messages) {
     if (!m.is_object()) throw wrong_type("messages", "an array of {role, content} objects");
@@ -305,8 +322,15 @@ std::vector<ChatMessage> chat_messages(const json& messages, const Serving& serv
     if (!role) throw bad_request("every message needs a 'role'", "messages");
     // OpenAI's newer name for system instructions; templates know only "system".
     if (*role == "developer") role = "system";
-    out.push_back({*role, message_content(m)});
-    total_bytes += out.back().content.size();
+    json msg = {{"role", *role}, {"content", message_content(m)}};
+    total_bytes += msg["content"].get_ref<const std::string&>().size();
+    if (*role == "assistant" && field(m, "tool_calls")) msg["tool_calls"] = tool_calls_of(m, total_bytes);
+    if (*role == "tool") {
+      const auto id = opt_string(m, "tool_call_id");
+      if (!id) throw bad_request("a 'tool' message needs the 'tool_call_id' it answers", "messages");
+      msg["tool_call_id"] = *id;
+    }
+    out.push_back(std::move(msg));
     if (total_bytes > serving.max_prompt_bytes()) throw prompt_too_long(serving);
   }
   return out;
@@ -374,10 +398,10 @@ void check_model(const json& body, const std::string& served_name) {
   }
 }
 
-std::vector<int32_t> chat_prompt_ids(const json& messages, const Serving& serving) {
-  const std::vector<ChatMessage> msgs = chat_messages(messages, serving);
+std::vector<int32_t> chat_prompt_ids(const json& messages, const Serving& serving, const json& tools) {
+  const json msgs = chat_messages(messages, serving);
   try {
-    return serving.chat_prompt(msgs);
+    return serving.chat_prompt(msgs, tools);
   } catch (const UnsupportedTemplate& e) {
     throw bad_request(std::string("chat is not available for this model: ") + e.what(), "messages");
   } catch (const std::invalid_argument& e) {
@@ -385,15 +409,40 @@ std::vector<int32_t> chat_prompt_ids(const json& messages, const Serving& servin
   }
 }
 
-// response_format / grammar / regex, compiled (or found in the cache) for every choice to share.
+// response_format / grammar / regex, or a forced tool call: compiled (or found in the cache) for
+// every choice to share.
 void constrain(const json& body, const Serving& serving, GenerationRequest& r) {
-  const std::optional<RequestedGrammar> g = requested_grammar(body);
+  std::optional<RequestedGrammar> g = requested_grammar(body);
+  if (r.tools && r.tools->offered()) {
+    if (g) {
+      throw bad_request("'" + g->field + "' and 'tools' cannot be combined: the format would rule out tool calls "
+                        "(give one, or tool_choice 'none')", g->field);
+    }
+    if (r.tools->forced()) {
+      try {
+        g = RequestedGrammar{tool_call_gbnf(*r.tools), "tools"};
+      } catch (const grammar::GrammarError& e) {
+        throw bad_request(std::string("a function's parameters cannot be enforced: ") + e.what(), "tools");
+      }
+    }
+  }
   if (!g) return;
   try {
     r.params.grammar = serving.compile_grammar(g->gbnf);
   } catch (const grammar::GrammarError& e) {
     throw bad_request(e.what(), g->field);
   }
+}
+
+// tool_choice auto without parallel calls: the answer ends after its first call.
+void stop_after_one_call(GenerationRequest& r) {
+  if (!r.tools || r.tools->choice != ToolChoice::Auto || r.tools->parallel) return;
+  if (r.params.stop.size() >= kMaxStopStrings) {
+    throw bad_request("with 'parallel_tool_calls' false, 'stop' may hold at most " +
+                          std::to_string(kMaxStopStrings - 1) + " strings (the server adds one after the first call)",
+                      "stop");
+  }
+  r.params.stop.push_back("</tool_call>");
 }
 
 GenerationRequest parse_completion_request(const json& body, const Serving& serving) {
@@ -425,10 +474,12 @@ GenerationRequest parse_chat_request(const json& body, const Serving& serving) {
   if (top && !r.logprobs) throw bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
   if (top && (*top < 0 || *top > kMaxLogprobs)) throw bad_request("'top_logprobs' must be in [0, 20]", "top_logprobs");
   if (r.logprobs) r.params.logprobs = top.value_or(0);
+  r.tools = requested_tools(body);
   constrain(body, serving, r);
+  stop_after_one_call(r);
   const json* messages = field(body, "messages");
   if (!messages) throw bad_request("'messages' is required", "messages");
-  r.prompts = {chat_prompt_ids(*messages, serving)};
+  r.prompts = {chat_prompt_ids(*messages, serving, r.tools && r.tools->offered() ? r.tools->tools : json(nullptr))};
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 #include <nlohmann/json.hpp>
+#include "server/openai_tools.h"
 #include "server/serving.h"
 
 namespace flashserve {
@@ -54,14 +55,16 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;                 // stream_options.include_usage
   bool logprobs = false;                      // report logprobs (top params.logprobs alternatives)
+  std::optional<ToolCalling> tools;           // chat: the functions offered, and how
 
   int32_t num_choices() const { return int32_t(prompts.size()) * n; }
 };
 
 GenerationRequest parse_completion_request(const json& body, const Serving& serving);
 GenerationRequest parse_chat_request(const json& body, const Serving& serving);
-// Chat messages ([{role, content}], content a string or text parts) -> prompt ids (400 on misuse).
-std::vector<int32_t> chat_prompt_ids(const json& messages, const Serving& serving);
+// Chat messages ([{role, content}], content a string or text parts; assistant tool_calls, tool
+// results) and the tools offered (null for none) -> prompt ids (400 on misuse).
+std::vector<int32_t> chat_prompt_ids(const json& messages, const Serving& serving, const json& tools = nullptr);
 
 // POST /tokenize: {prompt, add_special_tokens} or {messages} -> prompt ids.
 std::vector<int32_t> parse_tokenize_request(const json& body, const Serving& serving);

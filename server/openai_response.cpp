@@ -53,7 +53,11 @@ ResponseBuilder::ResponseBuilder(const GenerationRequest& request, const Tokeniz
       fingerprint_(std::move(fingerprint)),
       id_(random_id(request.endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-")),
       created_(int64_t(std::time(nullptr))),
-      choices_(size_t(request.num_choices())) {}
+      choices_(size_t(request.num_choices())) {
+  if (request.stream && request.tools && request.tools->offered()) {
+    for (Choice& c : choices_) c.calls.emplace(request.tools->names);
+  }
+}
 
 json ResponseBuilder::envelope(const char* object) const {
   return {{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}, {"system_fingerprint", fingerprint_}};
@@ -182,12 +186,69 @@ std::string ResponseBuilder::stream_chunks(const ChoiceEvent& e) {
     if (o.text.empty() && !with_logprobs && !o.finish) return "";
     return sse_event(completion_chunk(e.choice, o.text, std::move(logprobs), finish_reason_json(o.finish)));
   }
-  std::string out;
-  if (!o.text.empty() || with_logprobs) {
-    out += sse_event(chat_chunk(e.choice, {{"content", o.text}}, std::move(logprobs), nullptr));
+  Choice& c = choices_[size_t(e.choice)];
+  ParsedOutput parsed{o.text, {}};
+  if (c.calls) {
+    parsed = c.calls->feed(o.text);
+    if (o.finish) {
+      ParsedOutput rest = c.calls->finish();
+      parsed.content += rest.content;
+      parsed.calls.insert(parsed.calls.end(), rest.calls.begin(), rest.calls.end());
+    }
   }
-  if (o.finish) out += sse_event(chat_chunk(e.choice, json::object(), nullptr, finish_reason_json(o.finish)));
+  std::string out;
+  if (!parsed.content.empty() || with_logprobs) {
+    out += sse_event(chat_chunk(e.choice, {{"content", parsed.content}}, std::move(logprobs), nullptr));
+  }
+  for (const ToolCallDelta& d : parsed.calls) {
+    out += sse_event(chat_chunk(e.choice, {{"tool_calls", json::array({tool_call_delta(d, c.call_ids)})}}, nullptr, nullptr));
+  }
+  if (o.finish) {
+    const int32_t num_calls = c.calls ? c.calls->num_calls() : 0;
+    out += sse_event(chat_chunk(e.choice, json::object(), nullptr, choice_finish_reason(c, num_calls)));
+  }
   return out;
+}
+
+// OpenAI's shape: the first delta of a call carries its id, type and name, the rest only more of
+// its arguments' text.
+json ResponseBuilder::tool_call_delta(const ToolCallDelta& d, std::vector<std::string>& ids) const {
+  if (!d.first) return {{"index", d.index}, {"function", {{"arguments", d.arguments}}}};
+  ids.push_back(random_id("call_"));
+  return {{"index", d.index},
+          {"id", ids.back()},
+          {"type", "function"},
+          {"function", {{"name", d.name}, {"arguments", d.arguments}}}};
+}
+
+// An answer that ended on its own after making calls finished to call them.
+json ResponseBuilder::choice_finish_reason(const Choice& c, int32_t num_calls) const {
+  if (num_calls > 0 && c.finish == FinishReason::Stop) return "tool_calls";
+  return finish_reason_json(c.finish);
+}
+
+// The whole answer: content, and the calls read from it when tools were offered (content is
+// then null if nothing but whitespace is left of it, as OpenAI sends it).
+json ResponseBuilder::chat_message(const Choice& c) const {
+  json message = {{"role", "assistant"}, {"content", c.text}};
+  if (!request_.tools || !request_.tools->offered()) return message;
+  ToolCallParser parser(request_.tools->names);
+  ParsedOutput parsed = parser.feed(c.text);
+  ParsedOutput rest = parser.finish();
+  parsed.content += rest.content;
+  parsed.calls.insert(parsed.calls.end(), rest.calls.begin(), rest.calls.end());
+  if (parsed.calls.empty()) return message;
+  json calls = json::array();
+  for (const ToolCallDelta& d : parsed.calls) {
+    if (d.first) {
+      calls.push_back({{"id", random_id("call_")}, {"type", "function"}, {"function", {{"name", d.name}, {"arguments", ""}}}});
+    }
+    calls.back()["function"]["arguments"] = calls.back()["function"]["arguments"].get<std::string>() + d.arguments;
+  }
+  const bool blank = parsed.content.find_first_not_of(" \t\r\n") == std::string::npos;
+  message["content"] = blank ? json(nullptr) : json(parsed.content);
+  message["tool_calls"] = std::move(calls);
+  return message;
 }
 
 std::string ResponseBuilder::fail_unfinished(const RequestError& error) {
@@ -232,7 +293,10 @@ std::string ResponseBuilder::final_body() const {
     json logprobs = request_.logprobs ? logprobs_json(c.tokens, offset) : json(nullptr);
     json choice = {{"index", i}, {"logprobs", std::move(logprobs)}, {"finish_reason", finish_reason_json(c.finish)}};
     if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      choice["message"] = chat_message(c);
+      if (choice["message"].contains("tool_calls")) {
+        choice["finish_reason"] = choice_finish_reason(c, int32_t(choice["message"]["tool_calls"].size()));
+      }
     } else {
       choice["text"] = c.text;
     }

@@ -7,6 +7,7 @@
 #include <functional>
 #include <stdexcept>
 
+#include "model/tool_prompt.h"
 #include "scheduler/grammar_vocabulary.h"
 
 namespace flashserve {
@@ -87,6 +88,7 @@ Serving::Serving(const LlamaModel& model, std::string served_model_name, const E
       spdlog::warn("chat completions disabled: {}", template_error_);
     }
   }
+  template_renders_tools_ = template_ && renders_hermes_tools(*template_);
   if (observer_) outputs_.set_step_observer([this](const StepStats& s) { observer_->on_step(s); });
   const std::vector<int32_t> windows = runner_->kv_group_windows();
   const auto windowed = std::count_if(windows.begin(), windows.end(), [](int32_t w) { return w > 0; });
@@ -105,13 +107,24 @@ Serving::~Serving() {
 // The roles the API takes today (developer arrives here as system); a model's template may accept
 // more, but tool messages belong to tool calling, which is not implemented yet.
 std::vector<int32_t> Serving::chat_prompt(const std::vector<ChatMessage>& messages) const {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const ChatMessage& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
+  return chat_prompt(list, nullptr);
+}
+
+std::vector<int32_t> Serving::chat_prompt(const nlohmann::ordered_json& messages,
+                                          const nlohmann::ordered_json& tools) const {
   if (!template_) throw UnsupportedTemplate(template_error_);
-  for (const ChatMessage& m : messages) {
-    if (m.role != "system" && m.role != "user" && m.role != "assistant") {
-      throw std::invalid_argument("unsupported message role '" + m.role + "' (system, developer, user, assistant)");
+  for (const auto& m : messages) {
+    const std::string role = m.value("role", "");
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
+      throw std::invalid_argument("unsupported message role '" + role + "' (system, developer, user, assistant, tool)");
     }
   }
-  return model_.encode_chat(*template_, messages);
+  const std::string text = template_renders_tools_
+                               ? template_->render(with_argument_objects(messages), /*add_generation_prompt=*/true, tools)
+                               : template_->render(with_tools_as_text(messages, tools), /*add_generation_prompt=*/true);
+  return model_.encode_rendered_chat(text);
 }
 
 std::vector<int32_t> Serving::text_prompt(const std::string& text) const {

@@ -96,6 +96,10 @@ class Serving {
   // Chat messages -> prompt token ids through the model's template. Throws UnsupportedTemplate or
   // std::invalid_argument (bad roles or order) with a message fit for a 400.
   std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages) const;
+  // The same for OpenAI-shaped messages ({role, content} with string content; assistant
+  // `tool_calls`, tool `tool_call_id`) and the request's `tools` (null for none). Templates that
+  // render tools get them as they are; for the others they become text (model/tool_prompt.h).
+  std::vector<int32_t> chat_prompt(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools) const;
   // Plain text -> prompt token ids (BOS as the vocabulary asks; special tokens parsed).
   std::vector<int32_t> text_prompt(const std::string& text) const;
   // A constraint's GBNF compiled for this model's vocabulary, from the cache when it was seen
@@ -133,6 +137,7 @@ class Serving {
   ServingObserver* observer_;
   std::unique_ptr<ChatTemplate> template_;  // null if the model has none we can apply
   std::string template_error_;
+  bool template_renders_tools_ = false;  // Hermes-style: tools and <tool_call> in the template itself
   std::unique_ptr<ModelRunner> runner_;  // CPU or GPU, per --device
   std::unique_ptr<grammar::GrammarCache> grammars_;
   int32_t max_waiting_;

@@ -132,16 +132,15 @@ def refused(what, param, call):
 
 def unsupported_fields(client, model):
     chat_call = lambda **kw: client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=2, **kw)
-    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
     refused("response_format xml", "response_format", lambda: chat_call(response_format={"type": "xml"}))
-    refused("tools", "tools", lambda: chat_call(tools=[tool]))
-    refused("tool_choice", "tool_choice", lambda: chat_call(tool_choice="required"))
+    refused("a tool that is not a function", "tools", lambda: chat_call(tools=[{"type": "code_interpreter"}]))
+    refused("tool_choice without tools", "tool_choice", lambda: chat_call(tool_choice="required"))
     refused("an unknown field", "frobnicate", lambda: chat_call(extra_body={"frobnicate": 1}))
     comp_call = lambda **kw: client.completions.create(model=model, prompt=PROMPT, max_tokens=2, **kw)
     refused("suffix", "suffix", lambda: comp_call(suffix="the end"))
     refused("best_of", "best_of", lambda: comp_call(best_of=3))
     chat_call(response_format={"type": "text"}, tool_choice="none", store=False)  # ask for nothing: accepted
-    return "response_format, tools, tool_choice, suffix, best_of, unknown fields -> 400 naming the field"
+    return "malformed response_format, tools, tool_choice; suffix, best_of, unknown fields -> 400 naming the field"
 
 
 def developer_role_and_details(client, model):

@@ -18,15 +18,11 @@ import jsonschema
 import openai
 from openai import OpenAI
 from pydantic import BaseModel, Field
+from sdk_checks import check, expect_refusals
 
 MESSAGES = [{"role": "user", "content": "Invent a person and describe them."}]
 TEMPERATURES = (0.0, 0.7, 1.0, 1.3)
 SEEDS = (1, 2, 3)
-
-
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
 
 
 class Address(BaseModel):
@@ -165,16 +161,7 @@ def refusals(client, model):
         ({"extra_body": {"regex": "(?=lookahead)"}}, "regex", "look"),
         ({"extra_body": {"regex": "a", "grammar": 'root ::= "a"'}}, "grammar", "both"),
     ]
-    for kwargs, param, word in cases:
-        try:
-            client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=5, **kwargs)
-        except openai.BadRequestError as e:
-            body = e.body if isinstance(e.body, dict) else {}
-            check(body.get("param") == param, f"{kwargs}: param {body.get('param')}")
-            check(word in body.get("message", ""), f"{kwargs}: message {body.get('message')!r}")
-            continue
-        raise AssertionError(f"{kwargs} was accepted")
-    print(f"refusals: {len(cases)} x 400 naming the field")
+    expect_refusals(client, model, MESSAGES, cases)
 
 
 def main():

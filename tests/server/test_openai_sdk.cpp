@@ -1,5 +1,5 @@
 // The official OpenAI Python client (pinned in the venv scripts/setup.sh makes) against the real
-// binary serving SmolLM2: completions and chat, streaming and not; structured outputs.
+// binary serving SmolLM2: completions and chat, streaming and not; structured outputs; tool calling.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -48,6 +48,16 @@ TEST(OpenAiSdk, StructuredOutputs) {
   test::ServerProcess server(test::real_model_path());
   std::string out;
   EXPECT_EQ(run_client(server, "", out, "structured_output_test.py"), 0) << out << "\nserver log:\n" << server.log();
+}
+
+// tools + tool_choice (required, named, auto, none), parallel_tool_calls, streamed tool-call deltas,
+// parse()/stream() with pydantic_function_tool and a whole round trip
+// (tests/server/tool_calling_test.py).
+TEST(OpenAiSdk, ToolCalling) {
+  ASSERT_TRUE(std::filesystem::exists(FLASHSERVE_VENV_PYTHON)) << "run scripts/setup.sh to create the venv";
+  test::ServerProcess server(test::real_model_path());
+  std::string out;
+  EXPECT_EQ(run_client(server, "", out, "tool_calling_test.py"), 0) << out << "\nserver log:\n" << server.log();
 }
 
 }  // namespace
