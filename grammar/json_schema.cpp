@@ -219,8 +219,9 @@ class Compiler final : public RuleSink {
     return false;
   }
 
-  // anyOf, and oneOf read as anyOf. Sibling keywords hold in every branch, so they are merged into
-  // each branch; a branch they contradict is dropped.
+  // anyOf and oneOf. Sibling keywords hold in every branch, so they are merged into each branch; a
+  // branch they contradict is dropped. A grammar cannot count how many branches a document
+  // matches, so oneOf is compiled as anyOf only when no document can match two of its branches.
   Expr compile_alternatives(const Json& s, const std::string& path, const std::string& hint, int depth) {
     if (s.contains("anyOf") && s.contains("oneOf")) fail("'anyOf' and 'oneOf' together are not supported", path);
     const std::string key = s.contains("anyOf") ? "anyOf" : "oneOf";
@@ -228,20 +229,107 @@ class Compiler final : public RuleSink {
     for (const auto& [k, v] : s.items()) {
       if (k != key && !is_annotation(k)) siblings[k] = v;
     }
-    std::vector<Expr> options;
+    std::vector<Json> kept;  // the branches that can match, siblings merged in
+    std::vector<std::string> kept_at;
     const Json& branches = s[key];
     for (size_t i = 0; i < branches.size(); ++i) {
       const std::string at = child_path(child_path(path, key), std::to_string(i));
-      const std::string branch_hint = hint + "-" + std::to_string(i);
-      if (siblings.empty()) {
-        if (branches[i] != Json(false)) options.push_back(compile(branches[i], at, branch_hint, depth + 1));
-        continue;
-      }
-      const std::optional<Json> merged = merge({{&siblings, path}, {&branches[i], at}}, depth + 1);
-      if (merged) options.push_back(compile(*merged, at, branch_hint, depth + 1));
+      std::optional<Json> branch = siblings.empty() ? std::optional<Json>(branches[i])
+                                                    : merge({{&siblings, path}, {&branches[i], at}}, depth + 1);
+      if (!branch || *branch == Json(false)) continue;
+      kept.push_back(std::move(*branch));
+      kept_at.push_back(at);
     }
-    if (options.empty()) fail("no '" + key + "' branch can match", path);
+    if (kept.empty()) fail("no '" + key + "' branch can match", path);
+    if (key == "oneOf") check_exclusive(kept, kept_at, path, depth);
+    std::vector<Expr> options;
+    for (size_t i = 0; i < kept.size(); ++i) {
+      options.push_back(compile(kept[i], kept_at[i], hint + "-" + std::to_string(i), depth + 1));
+    }
     return union_of(options);
+  }
+
+  void check_exclusive(const std::vector<Json>& branches, const std::vector<std::string>& at, const std::string& path,
+                       int depth) {
+    std::vector<Json> plain;
+    for (size_t i = 0; i < branches.size(); ++i) plain.push_back(inlined(branches[i], at[i], depth));
+    for (size_t i = 0; i < plain.size(); ++i) {
+      for (size_t j = i + 1; j < plain.size(); ++j) {
+        charge_work(1, path);
+        if (disjoint(plain[i], at[i], plain[j], at[j], depth)) continue;
+        fail("'oneOf' branches " + std::to_string(i) + " and " + std::to_string(j) +
+                 " may both match, which a grammar cannot rule out; make them differ in 'type', 'const'/'enum' "
+                 "values or a required property's 'const', or use 'anyOf'",
+             path);
+      }
+    }
+  }
+
+  // The schema with a top-level $ref or allOf inlined, for looking at its keywords.
+  Json inlined(const Json& s, const std::string& path, int depth) {
+    if (!s.is_object() || !(s.contains("$ref") || s.contains("allOf"))) return s;
+    return merge({{&s, path}}, depth + 1).value_or(Json(false));
+  }
+
+  // Provably no JSON value validates against both: their types or values cannot meet, or both are
+  // objects requiring a property whose schemas are disjoint (a discriminator).
+  bool disjoint(const Json& a, const std::string& a_at, const Json& b, const std::string& b_at, int depth) {
+    if (a == Json(false) || b == Json(false)) return true;
+    if (!a.is_object() || !b.is_object()) return false;
+    const std::optional<std::vector<std::string>> ta = validated_types(a), tb = validated_types(b);
+    if (ta && tb && !types_meet(*ta, *tb)) return true;
+    const std::optional<std::vector<Json>> va = allowed_values(a), vb = allowed_values(b);
+    if (va && vb && std::none_of(va->begin(), va->end(), [&](const Json& v) {
+          return std::find(vb->begin(), vb->end(), v) != vb->end();
+        })) {
+      return true;
+    }
+    if (depth > kMaxDepth || !a.contains("properties") || !b.contains("properties")) return false;
+    for (const auto& [name, a_prop] : a["properties"].items()) {
+      if (!is_required(a, name) || !is_required(b, name) || !b["properties"].contains(name)) continue;
+      const std::string pa = child_path(child_path(a_at, "properties"), name);
+      const std::string pb = child_path(child_path(b_at, "properties"), name);
+      if (disjoint(inlined(a_prop, pa, depth), pa, inlined(b["properties"][name], pb, depth), pb, depth + 1)) return true;
+    }
+    return false;
+  }
+
+  static bool is_required(const Json& s, const std::string& name) {
+    const auto it = s.find("required");
+    return it != s.end() && std::find(it->begin(), it->end(), Json(name)) != it->end();
+  }
+
+  // The JSON types a value valid against `s` can have; nullopt for any (keywords such as
+  // `properties` alone do not stop other types from validating).
+  static std::optional<std::vector<std::string>> validated_types(const Json& s) {
+    if (s.contains("type")) return type_names(s["type"]);
+    const std::optional<std::vector<Json>> values = allowed_values(s);
+    if (!values) return std::nullopt;
+    std::vector<std::string> types;
+    for (const Json& v : *values) {
+      for (const char* t : {"null", "boolean", "object", "array", "string", "integer", "number"}) {
+        if (has_type(v, t)) types.push_back(t);
+      }
+    }
+    return types;
+  }
+
+  static bool types_meet(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+    auto meets = [](const std::string& x, const std::string& y) {
+      return x == y || (x == "integer" && y == "number") || (x == "number" && y == "integer");
+    };
+    for (const std::string& x : a) {
+      for (const std::string& y : b) {
+        if (meets(x, y)) return true;
+      }
+    }
+    return false;
+  }
+
+  static std::optional<std::vector<Json>> allowed_values(const Json& s) {
+    if (s.contains("const")) return std::vector<Json>{s["const"]};
+    if (s.contains("enum")) return s["enum"].get<std::vector<Json>>();
+    return std::nullopt;
   }
 
   Expr compile_enum(const Json& s, const std::string& path) {

@@ -10,7 +10,9 @@ namespace {
 
 constexpr std::string_view kAnnotations[] = {"title",      "description", "default",  "examples",
                                              "$schema",    "$id",         "$comment", "deprecated",
-                                             "readOnly",   "writeOnly",   "$defs",    "definitions"};
+                                             "readOnly",   "writeOnly",   "$defs",    "definitions",
+                                             // OpenAPI's hint for oneOf (pydantic writes it); no rule of its own
+                                             "discriminator"};
 
 enum class Shape { Types, Schema, SchemaMap, SchemaList, Names, Count, Number, Text, Values, Any };
 

@@ -550,6 +550,39 @@ TEST(JsonSchema, RefusesWhatItCannotEnforce) {
             "json schema: '$id' below the root is not supported at /$defs/a");
 }
 
+// A grammar cannot count matching branches: oneOf is enforced only where branches exclude each other.
+TEST(JsonSchema, OneOfOnlyWithExclusiveBranches) {
+  auto err = [](const char* schema) { return error_of(Json::parse(schema)); };
+  for (const char* exclusive : {
+           R"({"oneOf": [{"type": "string"}, {"type": ["integer", "null"]}]})",
+           R"({"oneOf": [{"const": "a"}, {"enum": ["b", 1]}, {"type": "boolean"}]})",
+           R"({"oneOf": [{"type": "integer"}, {"enum": ["1", true]}]})",
+           // Pydantic's discriminated union: $refs to objects that require a property of distinct consts.
+           R"({"$defs": {"Cat": {"type": "object", "properties": {"pet": {"const": "cat"}, "meows": {"type": "boolean"}},
+               "required": ["pet", "meows"]}, "Dog": {"type": "object", "properties": {"pet": {"enum": ["dog"]},
+               "barks": {"type": "boolean"}}, "required": ["pet"]}},
+               "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}],
+               "discriminator": {"propertyName": "pet", "mapping": {"cat": "#/$defs/Cat", "dog": "#/$defs/Dog"}}})",
+           // A sibling keyword that rules a branch out leaves nothing to overlap.
+           R"({"type": "string", "oneOf": [{"type": "string"}, {"type": "integer"}]})",
+       }) {
+    EXPECT_EQ(err(exclusive), "") << exclusive;
+  }
+  EXPECT_EQ(err(R"({"oneOf": [{"type": "integer"}, {"type": "number"}]})"),
+            "json schema: 'oneOf' branches 0 and 1 may both match, which a grammar cannot rule out; make them differ in "
+            "'type', 'const'/'enum' values or a required property's 'const', or use 'anyOf' at the root");
+  EXPECT_NE(err(R"({"oneOf": [{"type": "string", "maxLength": 3}, {"type": "string", "minLength": 5}]})"), "");
+  EXPECT_NE(err(R"({"oneOf": [{"enum": ["a", "b"]}, {"enum": ["b", "c"]}]})"), "");
+  // `properties` alone does not make a schema refuse strings.
+  EXPECT_NE(err(R"({"oneOf": [{"type": "string"}, {"properties": {"a": {"type": "null"}}}]})"), "");
+  // The discriminator must be required by both branches.
+  EXPECT_NE(err(R"({"oneOf": [{"type": "object", "properties": {"k": {"const": 1}}, "required": ["k"]},
+                              {"type": "object", "properties": {"k": {"const": 2}}}]})"),
+            "");
+  EXPECT_TRUE(err(R"({"properties": {"x": {"oneOf": [{"type": "integer"}, {"minimum": 0}]}}})")
+                  .ends_with("or use 'anyOf' at /properties/x"));
+}
+
 TEST(JsonSchema, RefusesBadValues) {
   auto err = [](const char* schema) { return error_of(Json::parse(schema)); };
   EXPECT_EQ(err(R"({"type": "strin"})"),
