@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "model/runner_factory.h"
+#include "server/cli_env.h"
 #include "server/generate_command.h"
 #include "server/serve_command.h"
 
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
                  "Compiled copy of the CPU kernels: auto (the best this CPU runs, found with cpuid), scalar, "
                  "avx2, avx2-vnni, avx512 or avx512-vnni; a level the CPU lacks is refused")
       ->capture_default_str();
+  flashserve::add_env_names(app);
 
   flashserve::ServeOptions serve;
   CLI::App* serve_cmd = app.add_subcommand("serve", "Serve a model over the OpenAI-compatible HTTP API and gRPC");

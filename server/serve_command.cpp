@@ -12,6 +12,7 @@
 #include <thread>
 #include <filesystem>
 
+#include "server/cli_env.h"
 #include "server/metrics.h"
 #include "server/serving.h"
 
@@ -208,6 +209,7 @@ void ServeOptions::add_to(CLI::App& app) {
   add_http_options(app, http);
   add_grpc_options(app, grpc);
   engine.add_to(app);
+  add_env_names(app);
 }
 
 void run_serve(const ServeOptions& o) {

@@ -198,5 +198,35 @@ TEST(ServeLifecycle, ChatTemplateFileIsUsedOrRefused) {
   EXPECT_NE(prompt_tokens({}), custom);
 }
 
+// Containers pass settings as variables: every flag has one (FLASHSERVE_<FLAG>), and a flag given on
+// the command line wins over it.
+TEST(ServeLifecycle, FlagsComeFromTheEnvironmentToo) {
+  const test::ExitResult help = test::run_to_exit({"serve", "--help"});
+  EXPECT_NE(help.log.find("(Env:FLASHSERVE_MAX_NUM_SEQS)"), std::string::npos) << help.log;
+  EXPECT_NE(help.log.find("(Env:FLASHSERVE_GRACE_PERIOD)"), std::string::npos) << help.log;
+
+  setenv("FLASHSERVE_SERVED_MODEL_NAME", "from-env", 1);
+  setenv("FLASHSERVE_MAX_NUM_SEQS", "0", 1);  // invalid: refused at start if read
+  const test::ExitResult refused = test::run_to_exit({"serve", "--model", test::tiny_model_for_server(), "--port", "0"});
+  unsetenv("FLASHSERVE_MAX_NUM_SEQS");
+  EXPECT_NE(refused.status, 0);
+  EXPECT_NE(refused.log.find("max-num-seqs"), std::string::npos) << refused.log;
+  {
+    test::ServerProcess server(test::tiny_model_for_server());
+    httplib::Client client("127.0.0.1", server.http_port());
+    const auto models = client.Get("/v1/models");
+    ASSERT_TRUE(models);
+    EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "from-env");
+  }
+  {
+    test::ServerProcess server(test::tiny_model_for_server(), {"--served-model-name", "from-flag"});
+    httplib::Client client("127.0.0.1", server.http_port());
+    const auto models = client.Get("/v1/models");
+    ASSERT_TRUE(models);
+    EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "from-flag");
+  }
+  unsetenv("FLASHSERVE_SERVED_MODEL_NAME");
+}
+
 }  // namespace
 }  // namespace flashserve
