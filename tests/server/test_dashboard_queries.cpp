@@ -123,6 +123,23 @@ TEST(DeployFiles, YamlFilesParse) {
   }
 }
 
+// Offline, against the Kubernetes API's own schemas, strictly (scripts/validate_k8s.py).
+TEST(DeployFiles, KubernetesManifestsValidate) {
+  ASSERT_TRUE(fs::exists(FLASHSERVE_VENV_PYTHON)) << "run scripts/setup.sh to create the venv";
+  const std::string command =
+      std::string(FLASHSERVE_VENV_PYTHON) + " " + FLASHSERVE_SOURCE_DIR + "/scripts/validate_k8s.py 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[512];
+  while (fgets(buffer, sizeof buffer, pipe)) output += buffer;
+  const int status = pclose(pipe);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+  EXPECT_NE(output.find("valid    deploy/k8s/deployment.yaml"), std::string::npos) << output;
+  EXPECT_NE(output.find("valid    deploy/k8s/hpa.yaml"), std::string::npos) << output;
+  std::cout << output;
+}
+
 TEST(DeployFiles, DashboardUsesModelNameVariable) {
   std::ifstream in(dashboard_path());
   const json dashboard = json::parse(in);
