@@ -35,6 +35,8 @@ COPY --from=cuda-toolkit /usr/local/cuda /usr/local/cuda
 ARG FLASHSERVE_CUDA_ARCHS=90
 RUN FLASHSERVE_BUILD_DIR=/build ./scripts/build.sh -DFLASHSERVE_BUILD_TESTS=OFF -DFLASHSERVE_BUILD_BENCH=OFF \
       -DFLASHSERVE_CUDA=ON -DFLASHSERVE_CUDA_ARCHS="${FLASHSERVE_CUDA_ARCHS}" \
+ && { ldd /build/server/flashserve | grep -q libcudart \
+      || { echo "the CUDA variant was built without the CUDA backend (see CMake's output)" >&2; exit 1; }; } \
  && deploy/image/stage_binary.sh /out /build/server/flashserve /build/client/flashserve-bench
 
 FROM build-${VARIANT} AS build

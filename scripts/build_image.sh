@@ -91,12 +91,14 @@ ensure_cuda_toolkit() {
   toolkit="flashserve-cuda-toolkit:$version"
   docker image inspect "$toolkit" > /dev/null 2>&1 && return
   echo "build_image: importing the CUDA Toolkit $version from $cuda"
-  # Only what compiling and linking need: compilers, headers, shared libraries (no static ones,
-  # no profilers or documentation).
-  tar -C "$cuda" -c --exclude='*.a' --exclude='*/nsight*' --exclude='compute-sanitizer' --exclude='extras' \
-      --exclude='libnvjitlink*' --exclude='libcufft*' --exclude='libcusparse*' --exclude='libcusolver*' \
-      --exclude='libcurand*' --exclude='libnpp*' --exclude='libnvjpeg*' --transform 's,^\./,usr/local/cuda/,' . \
-    | docker import - "$toolkit" > /dev/null
+  # What compiling and linking need: compilers, headers, the runtime and cuBLAS (the static runtime
+  # too: CMake's compiler check links it); not the libraries flashserve never loads, nor profilers.
+  local skip=()
+  for p in '*/nsight*' compute-sanitizer extras 'libcudnn*' 'libnccl*' 'libcufft*' 'libcusparse*' 'libcusolver*' \
+           'libcurand*' 'libnpp*' 'libnvjpeg*' 'libcupti*' 'libnvperf*' 'libcheckpoint*'; do
+    skip+=(--exclude="$p")
+  done
+  tar -C "$cuda" -c "${skip[@]}" --transform 's,^\./,usr/local/cuda/,' . | docker import - "$toolkit" > /dev/null
 }
 
 ensure_engine
