@@ -79,6 +79,16 @@ std::vector<Target> dashboard_targets(const json& dashboard) {
   return targets;
 }
 
+// Runs `command` with stderr joined to stdout into `output`; whether it exited 0.
+bool succeeds(const std::string& command, std::string& output) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) return false;
+  char buffer[512];
+  while (fgets(buffer, sizeof buffer, pipe)) output += buffer;
+  const int status = pclose(pipe);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 int send_completions(int http_port, int count) {
   httplib::Client client("127.0.0.1", http_port);
   client.set_read_timeout(60s);
@@ -111,30 +121,20 @@ TEST(DeployFiles, YamlFilesParse) {
   const auto files = files_under(deploy_dir(), {".yaml", ".yml"});
   ASSERT_FALSE(files.empty());
   for (const fs::path& file : files) {
-    const std::string command = "python3 -c 'import sys, yaml; list(yaml.safe_load_all(open(sys.argv[1])))' '" +
-                                file.string() + "' 2>&1";
-    FILE* pipe = popen(command.c_str(), "r");
-    ASSERT_NE(pipe, nullptr);
     std::string output;
-    char buffer[512];
-    while (fgets(buffer, sizeof buffer, pipe)) output += buffer;
-    const int status = pclose(pipe);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << file << " is not valid YAML:\n" << output;
+    EXPECT_TRUE(succeeds("python3 -c 'import sys, yaml; list(yaml.safe_load_all(open(sys.argv[1])))' '" +
+                             file.string() + "'",
+                         output))
+        << file << " is not valid YAML:\n" << output;
   }
 }
 
 // Offline, against the Kubernetes API's own schemas, strictly (scripts/validate_k8s.py).
 TEST(DeployFiles, KubernetesManifestsValidate) {
   ASSERT_TRUE(fs::exists(FLASHSERVE_VENV_PYTHON)) << "run scripts/setup.sh to create the venv";
-  const std::string command =
-      std::string(FLASHSERVE_VENV_PYTHON) + " " + FLASHSERVE_SOURCE_DIR + "/scripts/validate_k8s.py 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
   std::string output;
-  char buffer[512];
-  while (fgets(buffer, sizeof buffer, pipe)) output += buffer;
-  const int status = pclose(pipe);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+  EXPECT_TRUE(succeeds(std::string(FLASHSERVE_VENV_PYTHON) + " " + FLASHSERVE_SOURCE_DIR + "/scripts/validate_k8s.py", output))
+      << output;
   EXPECT_NE(output.find("valid    deploy/k8s/deployment.yaml"), std::string::npos) << output;
   EXPECT_NE(output.find("valid    deploy/k8s/hpa.yaml"), std::string::npos) << output;
   std::cout << output;
