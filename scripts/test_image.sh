@@ -11,7 +11,8 @@
 #   3. SIGTERM (docker stop) in the middle of a stream: the stream ends properly, the server logs
 #      the drain and exits 0;
 #   4. deploy/compose.yaml (flashserve + Prometheus): after some traffic Prometheus scrapes
-#      flashserve and every query of the Grafana dashboard returns data.
+#      flashserve and every query of the Grafana dashboard returns data; gRPC works there too, and
+#      `docker-compose stop` ends flashserve with exit code 0.
 # Prints one line per check; exits non-zero at the first failure, with the container's log.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -61,6 +62,12 @@ wait_healthy() {  # container, seconds
   done
   return 1
 }
+grpc_check() {  # container: 4 streamed Generate calls from flashserve-bench in its network
+  docker run --rm --network "container:$1" --entrypoint bash flashserve:cpu -c \
+    'flashserve-bench --backend grpc --grpc-address 127.0.0.1:50051 --model smollm2 --num-requests 4 \
+       --input-len 16 --output-len 8 --no-progress --json /tmp/r.json > /dev/null && cat /tmp/r.json' \
+    | json_check 'r["num_ok"] == 4 and r["total_output_tokens"] == 32' > /dev/null
+}
 json_check() {  # python expression over `r`, the JSON on stdin
   python3 -c "import json, sys; r = json.load(sys.stdin); ok = $1; print(ok if not isinstance(ok, bool) else ''); sys.exit(0 if ok else 1)"
 }
@@ -85,10 +92,7 @@ answer="$(curl -sf "localhost:$http/v1/chat/completions" -H 'Content-Type: appli
   -d '{"model": "smollm2", "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 16}' \
   | json_check 'r["choices"][0]["message"]["content"]')" || fail "chat completion"
 ok "chat completion: ${answer//$'\n'/ }"
-docker run --rm --network "container:$name" --entrypoint bash flashserve:cpu -c \
-  'flashserve-bench --backend grpc --grpc-address 127.0.0.1:50051 --model smollm2 --num-requests 4 \
-     --input-len 16 --output-len 8 --no-progress --json /tmp/r.json > /dev/null && cat /tmp/r.json' \
-  | json_check 'r["num_ok"] == 4 and r["total_output_tokens"] == 32' > /dev/null || fail "gRPC Generate"
+grpc_check "$name" || fail "gRPC Generate"
 ok "gRPC: 4 streamed Generate calls, 32 tokens (flashserve-bench from the image)"
 
 # ---- 3. SIGTERM mid-stream ----
@@ -131,4 +135,10 @@ ok "compose: Prometheus scrapes flashserve:8000"
 python3 "$root/deploy/image/check_dashboard.py" "http://127.0.0.1:$compose_prom" smollm2 \
   "$root/deploy/grafana/dashboards/flashserve.json" 90 || fail "compose: dashboard queries"
 ok "compose: every dashboard query returns data"
+grpc_check "$flashserve_container" || fail "compose: gRPC Generate"
+ok "compose: gRPC Generate"
+compose stop -t 60 flashserve > /dev/null 2>&1
+code="$(docker inspect -f '{{.State.ExitCode}}' "$flashserve_container")"
+[ "$code" = 0 ] || fail "compose: exit code $code after SIGTERM"
+ok "compose: docker-compose stop (SIGTERM) -> exit code 0"
 echo "image tests passed"
