@@ -1,9 +1,5 @@
 #include "server/openai_constraints.h"
 
-#include <set>
-#include <string_view>
-
-#include "grammar/gbnf_parser.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
 #include "server/openai_protocol.h"
@@ -11,33 +7,22 @@
 namespace flashserve {
 namespace {
 
-const json* given(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
-
-void only_keys(const json& obj, const std::set<std::string_view>& keys, const std::string& where) {
-  for (const auto& [key, value] : obj.items()) {
-    if (!keys.count(key)) throw bad_request("'" + where + "." + key + "' is not a known field", where);
-  }
-}
-
 // {"name", "schema", "strict", "description"}, as OpenAI's structured outputs take it.
 std::string json_schema_format(const json& format) {
-  const json* spec = given(format, "json_schema");
+  const json* spec = field(format, "json_schema");
   if (!spec || !spec->is_object()) {
     throw bad_request("'response_format.json_schema' (an object with 'name' and 'schema') is required", "response_format");
   }
-  only_keys(*spec, {"name", "schema", "strict", "description"}, "response_format.json_schema");
-  const json* name = given(*spec, "name");
+  only_keys(*spec, {"name", "schema", "strict", "description"}, "response_format.json_schema", "response_format");
+  const json* name = field(*spec, "name");
   if (!name || !name->is_string() || name->get<std::string>().empty()) {
     throw bad_request("'response_format.json_schema.name' must be a non-empty string", "response_format");
   }
-  const json* schema = given(*spec, "schema");
+  const json* schema = field(*spec, "schema");
   if (!schema || !(schema->is_object() || schema->is_boolean())) {
     throw bad_request("'response_format.json_schema.schema' must be a JSON Schema object", "response_format");
   }
-  const json* strict = given(*spec, "strict");
+  const json* strict = field(*spec, "strict");
   if (strict && !strict->is_boolean()) throw bad_request("'response_format.json_schema.strict' must be a boolean", "response_format");
   grammar::JsonSchemaOptions options;
   options.strict = strict && strict->get<bool>();
@@ -46,19 +31,19 @@ std::string json_schema_format(const json& format) {
 
 std::optional<std::string> response_format_gbnf(const json& format) {
   if (!format.is_object()) throw bad_request("'response_format' must be an object", "response_format");
-  const json* type = given(format, "type");
+  const json* type = field(format, "type");
   if (!type || !type->is_string()) throw bad_request("'response_format.type' must be a string", "response_format");
   const std::string t = type->get<std::string>();
   if (t == "text") {
-    only_keys(format, {"type"}, "response_format");
+    only_keys(format, {"type"}, "response_format", "response_format");
     return std::nullopt;
   }
   if (t == "json_object") {
-    only_keys(format, {"type"}, "response_format");
+    only_keys(format, {"type"}, "response_format", "response_format");
     return grammar::any_json_object_gbnf();
   }
   if (t == "json_schema") {
-    only_keys(format, {"type", "json_schema"}, "response_format");
+    only_keys(format, {"type", "json_schema"}, "response_format", "response_format");
     return json_schema_format(format);
   }
   throw bad_request("'response_format.type' must be 'text', 'json_object' or 'json_schema', not '" + t + "'",
@@ -89,19 +74,16 @@ std::optional<RequestedGrammar> requested_grammar(const json& body) {
     if (out) throw bad_request(std::string("'") + key + "' and '" + out->field + "' both constrain the output: give one", key);
     out = RequestedGrammar{std::move(*g), key};
   };
-  if (const json* f = given(body, "response_format")) {
+  if (const json* f = field(body, "response_format")) {
     take("response_format", field_gbnf("response_format", [&] { return response_format_gbnf(*f); }));
   }
-  if (const json* r = given(body, "regex")) {
+  if (const json* r = field(body, "regex")) {
     const std::string pattern = string_field(*r, "regex", "a non-empty string (a regular expression)");
     take("regex", field_gbnf("regex", [&] { return std::optional(grammar::regex_to_gbnf(pattern)); }));
   }
-  if (const json* g = given(body, "grammar")) {
+  if (const json* g = field(body, "grammar")) {
     const std::string text = string_field(*g, "grammar", "a non-empty string (GBNF with a rule named root)");
-    take("grammar", field_gbnf("grammar", [&] {
-           grammar::parse_gbnf(text);  // its errors, with line and column, before compiling
-           return std::optional(text);
-         }));
+    take("grammar", std::optional(text));  // compiling it reports its errors with line and column
   }
   return out;
 }

@@ -40,13 +40,6 @@ void refuse_unknown(const json& body, const std::set<std::string_view>& own) {
   }
 }
 
-// Absent and null both mean "not given", as the OpenAI API treats them.
-const json* field(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
 ApiError wrong_type(const std::string& key, const char* what) {
   return bad_request("'" + key + "' must be " + what, key);
 }
@@ -338,6 +331,19 @@ json chat_messages(const json& messages, const Serving& serving) {
 
 }  // namespace
 
+const json* field(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+void only_keys(const json& obj, const std::set<std::string_view>& keys, const std::string& where,
+               const std::string& param) {
+  for (const auto& [key, value] : obj.items()) {
+    if (!keys.count(key)) throw bad_request("'" + where + "." + key + "' is not a known field", param);
+  }
+}
+
 ApiError bad_request(const std::string& message, const std::string& param, const std::string& code) {
   return ApiError(400, message, "invalid_request_error", param, code);
 }
@@ -413,7 +419,7 @@ std::vector<int32_t> chat_prompt_ids(const json& messages, const Serving& servin
 // every choice to share.
 void constrain(const json& body, const Serving& serving, GenerationRequest& r) {
   std::optional<RequestedGrammar> g = requested_grammar(body);
-  if (r.tools && r.tools->offered()) {
+  if (r.tools) {
     if (g) {
       throw bad_request("'" + g->field + "' and 'tools' cannot be combined: the format would rule out tool calls "
                         "(give one, or tool_choice 'none')", g->field);
@@ -475,11 +481,13 @@ GenerationRequest parse_chat_request(const json& body, const Serving& serving) {
   if (top && (*top < 0 || *top > kMaxLogprobs)) throw bad_request("'top_logprobs' must be in [0, 20]", "top_logprobs");
   if (r.logprobs) r.params.logprobs = top.value_or(0);
   r.tools = requested_tools(body);
+  // tool_choice none: the tools are left out of the prompt and the output is not read for calls.
+  if (r.tools && r.tools->choice == ToolChoice::None) r.tools.reset();
   constrain(body, serving, r);
   stop_after_one_call(r);
   const json* messages = field(body, "messages");
   if (!messages) throw bad_request("'messages' is required", "messages");
-  r.prompts = {chat_prompt_ids(*messages, serving, r.tools && r.tools->offered() ? r.tools->tools : json(nullptr))};
+  r.prompts = {chat_prompt_ids(*messages, serving, r.tools ? r.tools->tools : json(nullptr))};
   return r;
 }
 

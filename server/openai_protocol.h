@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -36,6 +37,12 @@ ApiError api_error(const RequestError& e);
 // The reason a refusal is counted under in the metrics (see ServingObserver::on_rejected).
 std::string_view rejection_reason(const ApiError& e);
 
+// A field's value; absent and null both mean "not given", as the OpenAI API treats them.
+const json* field(const json& obj, const char* key);
+// 400 (param `param`) naming the first key of `obj`, an object at `where`, not among `keys`.
+void only_keys(const json& obj, const std::set<std::string_view>& keys, const std::string& where,
+               const std::string& param);
+
 // The body as a JSON object; malformed JSON or a non-object -> 400.
 json parse_body(const std::string& body);
 // A missing "model" means the served one; any other name -> 404 model_not_found.
@@ -55,7 +62,7 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;                 // stream_options.include_usage
   bool logprobs = false;                      // report logprobs (top params.logprobs alternatives)
-  std::optional<ToolCalling> tools;           // chat: the functions offered, and how
+  std::optional<ToolCalling> tools;           // chat: the functions offered, and how (none with tool_choice none)
 
   int32_t num_choices() const { return int32_t(prompts.size()) * n; }
 };

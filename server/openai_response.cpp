@@ -54,7 +54,7 @@ ResponseBuilder::ResponseBuilder(const GenerationRequest& request, const Tokeniz
       id_(random_id(request.endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-")),
       created_(int64_t(std::time(nullptr))),
       choices_(size_t(request.num_choices())) {
-  if (request.stream && request.tools && request.tools->offered()) {
+  if (request.stream && request.tools) {
     for (Choice& c : choices_) c.calls.emplace(request.tools->names);
   }
 }
@@ -201,7 +201,7 @@ std::string ResponseBuilder::stream_chunks(const ChoiceEvent& e) {
     out += sse_event(chat_chunk(e.choice, {{"content", parsed.content}}, std::move(logprobs), nullptr));
   }
   for (const ToolCallDelta& d : parsed.calls) {
-    out += sse_event(chat_chunk(e.choice, {{"tool_calls", json::array({tool_call_delta(d, c.call_ids)})}}, nullptr, nullptr));
+    out += sse_event(chat_chunk(e.choice, {{"tool_calls", json::array({tool_call_delta(d)})}}, nullptr, nullptr));
   }
   if (o.finish) {
     const int32_t num_calls = c.calls ? c.calls->num_calls() : 0;
@@ -212,11 +212,10 @@ std::string ResponseBuilder::stream_chunks(const ChoiceEvent& e) {
 
 // OpenAI's shape: the first delta of a call carries its id, type and name, the rest only more of
 // its arguments' text.
-json ResponseBuilder::tool_call_delta(const ToolCallDelta& d, std::vector<std::string>& ids) const {
+json ResponseBuilder::tool_call_delta(const ToolCallDelta& d) const {
   if (!d.first) return {{"index", d.index}, {"function", {{"arguments", d.arguments}}}};
-  ids.push_back(random_id("call_"));
   return {{"index", d.index},
-          {"id", ids.back()},
+          {"id", random_id("call_")},
           {"type", "function"},
           {"function", {{"name", d.name}, {"arguments", d.arguments}}}};
 }
@@ -231,7 +230,7 @@ json ResponseBuilder::choice_finish_reason(const Choice& c, int32_t num_calls) c
 // then null if nothing but whitespace is left of it, as OpenAI sends it).
 json ResponseBuilder::chat_message(const Choice& c) const {
   json message = {{"role", "assistant"}, {"content", c.text}};
-  if (!request_.tools || !request_.tools->offered()) return message;
+  if (!request_.tools) return message;
   ToolCallParser parser(request_.tools->names);
   ParsedOutput parsed = parser.feed(c.text);
   ParsedOutput rest = parser.finish();

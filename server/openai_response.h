@@ -44,7 +44,6 @@ class ResponseBuilder {
     int32_t num_cached_tokens = 0;
     size_t text_offset = 0;            // streaming completions: bytes before the next token
     std::optional<ToolCallParser> calls;  // streaming chat with tools: the output read for calls
-    std::vector<std::string> call_ids;    // streaming: the ids given to the calls so far
   };
   std::string abort_chunk(int32_t choice) const;
   std::string error_event() const;
@@ -54,7 +53,7 @@ class ResponseBuilder {
   json completion_chunk(int32_t index, const std::string& text, json logprobs, json finish_reason) const;
   json chat_chunk(int32_t index, json delta, json logprobs, json finish_reason) const;
   json logprobs_json(const std::vector<SampledToken>& tokens, size_t& text_offset) const;
-  json tool_call_delta(const ToolCallDelta& d, std::vector<std::string>& ids) const;
+  json tool_call_delta(const ToolCallDelta& d) const;
   json chat_message(const Choice& c) const;
   json choice_finish_reason(const Choice& c, int32_t num_calls) const;
   std::string final_body() const;

@@ -1,7 +1,6 @@
 #include "server/openai_tools.h"
 
 #include <algorithm>
-#include <set>
 #include <string_view>
 
 #include "grammar/json_schema.h"
@@ -12,17 +11,6 @@ namespace {
 
 constexpr size_t kMaxTools = 128;  // OpenAI's limit
 constexpr size_t kMaxNameLength = 64;
-
-const json* given(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
-
-void only_keys(const json& obj, const std::set<std::string_view>& keys, const std::string& where, const char* param) {
-  for (const auto& [key, value] : obj.items()) {
-    if (!keys.count(key)) throw bad_request("'" + where + "." + key + "' is not a known field", param);
-  }
-}
 
 bool valid_name(const std::string& name) {
   return !name.empty() && name.size() <= kMaxNameLength && std::all_of(name.begin(), name.end(), [](char c) {
@@ -38,27 +26,27 @@ std::string check_tool(const json& tool, size_t i) {
   if (tool.value("type", json()) != "function") {
     throw bad_request("'" + where + ".type' must be 'function' (the only kind of tool this server runs)", "tools");
   }
-  const json* fn = given(tool, "function");
+  const json* fn = field(tool, "function");
   if (!fn || !fn->is_object()) throw bad_request("'" + where + ".function' must be an object", "tools");
   only_keys(*fn, {"name", "description", "parameters", "strict"}, where + ".function", "tools");
-  const json* name = given(*fn, "name");
+  const json* name = field(*fn, "name");
   if (!name || !name->is_string() || !valid_name(name->get<std::string>())) {
     throw bad_request("'" + where + ".function.name' must be 1 to 64 letters, digits, '_' or '-'", "tools");
   }
-  if (const json* d = given(*fn, "description"); d && !d->is_string()) {
+  if (const json* d = field(*fn, "description"); d && !d->is_string()) {
     throw bad_request("'" + where + ".function.description' must be a string", "tools");
   }
-  if (const json* p = given(*fn, "parameters"); p && !p->is_object()) {
+  if (const json* p = field(*fn, "parameters"); p && !p->is_object()) {
     throw bad_request("'" + where + ".function.parameters' must be a JSON Schema object", "tools");
   }
-  if (const json* s = given(*fn, "strict"); s && !s->is_boolean()) {
+  if (const json* s = field(*fn, "strict"); s && !s->is_boolean()) {
     throw bad_request("'" + where + ".function.strict' must be a boolean", "tools");
   }
   return name->get<std::string>();
 }
 
 void parse_tool_choice(const json& body, ToolCalling& t) {
-  const json* v = given(body, "tool_choice");
+  const json* v = field(body, "tool_choice");
   if (!v) return;
   if (v->is_string()) {
     const std::string s = v->get<std::string>();
@@ -71,8 +59,8 @@ void parse_tool_choice(const json& body, ToolCalling& t) {
   const char* shape = "'tool_choice' must be 'none', 'auto', 'required' or {\"type\": \"function\", \"function\": {\"name\": ...}}";
   if (!v->is_object() || v->value("type", json()) != "function") throw bad_request(shape, "tool_choice");
   only_keys(*v, {"type", "function"}, "tool_choice", "tool_choice");
-  const json* fn = given(*v, "function");
-  if (!fn || !fn->is_object() || !given(*fn, "name") || !(*fn)["name"].is_string()) throw bad_request(shape, "tool_choice");
+  const json* fn = field(*v, "function");
+  if (!fn || !fn->is_object() || !field(*fn, "name") || !(*fn)["name"].is_string()) throw bad_request(shape, "tool_choice");
   only_keys(*fn, {"name"}, "tool_choice.function", "tool_choice");
   const std::string name = (*fn)["name"].get<std::string>();
   if (std::find(t.names.begin(), t.names.end(), name) == t.names.end()) {
@@ -108,17 +96,17 @@ json rebased(const json& schema, const std::string& base) {
 
 std::optional<ToolCalling> requested_tools(const json& body) {
   for (const char* legacy : {"functions", "function_call"}) {
-    if (given(body, legacy)) {
+    if (field(body, legacy)) {
       throw bad_request("'" + std::string(legacy) + "' is deprecated and not supported: use 'tools' and 'tool_choice'",
                         legacy, "unsupported_parameter");
     }
   }
-  const json* tools = given(body, "tools");
+  const json* tools = field(body, "tools");
   if (tools && !tools->is_array()) throw bad_request("'tools' must be an array of function tools", "tools");
-  const json* parallel = given(body, "parallel_tool_calls");
+  const json* parallel = field(body, "parallel_tool_calls");
   if (parallel && !parallel->is_boolean()) throw bad_request("'parallel_tool_calls' must be a boolean", "parallel_tool_calls");
   if (!tools || tools->empty()) {
-    const json* choice = given(body, "tool_choice");
+    const json* choice = field(body, "tool_choice");
     if (choice && *choice != "none") throw bad_request("'tool_choice' is only allowed when 'tools' are given", "tool_choice");
     return std::nullopt;
   }
@@ -145,7 +133,7 @@ std::string tool_call_gbnf(const ToolCalling& t) {
     if (t.choice == ToolChoice::Named && t.names[i] != t.forced_name) continue;
     const json& fn = t.tools[i]["function"];
     const std::string def = "tool-" + std::to_string(i);
-    const json* params = given(fn, "parameters");
+    const json* params = field(fn, "parameters");
     defs[def] = params ? rebased(*params, "#/$defs/" + def) : json{{"type", "object"}, {"properties", json::object()}};
     strict = strict && fn.value("strict", false);
     calls.push_back({{"type", "object"},

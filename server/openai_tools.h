@@ -19,8 +19,6 @@ struct ToolCalling {
   std::string forced_name;         // Named: the function to call
   bool parallel = true;            // parallel_tool_calls: more than one call in one answer
 
-  // Whether the model is offered the tools and its output read for calls (tool_choice not none).
-  bool offered() const { return choice != ToolChoice::None; }
   // Whether a grammar makes the answer a call (required, or a named function).
   bool forced() const { return choice == ToolChoice::Required || choice == ToolChoice::Named; }
 };
