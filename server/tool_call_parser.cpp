@@ -22,6 +22,16 @@ size_t partial_tag_start(std::string_view s, std::string_view tag) {
   return s.size();
 }
 
+// One character of a JSON string after its opening quote: whether it is the closing quote.
+bool closes_string(char c, bool& escaped) {
+  if (escaped) {
+    escaped = false;
+    return false;
+  }
+  escaped = c == '\\';
+  return c == '"';
+}
+
 std::string_view trimmed(std::string_view s) {
   while (!s.empty() && is_ws(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_ws(s.back())) s.remove_suffix(1);
@@ -139,13 +149,7 @@ ToolCallParser::Scan ToolCallParser::scan_header(std::string& name, size_t& end)
   const size_t name_start = i++;
   for (bool escaped = false;; ++i) {
     if (i == block_.size()) return Scan::NeedMore;
-    if (escaped) {
-      escaped = false;
-    } else if (block_[i] == '\\') {
-      escaped = true;
-    } else if (block_[i] == '"') {
-      break;
-    }
+    if (closes_string(block_[i], escaped)) break;
   }
   ++i;
   const auto decoded = nlohmann::json::parse(block_.substr(name_start, i - name_start), nullptr, false);
@@ -169,13 +173,7 @@ bool ToolCallParser::step_arguments(ParsedOutput& out) {
   for (; i < block_.size() && !closed; ++i) {
     const char c = block_[i];
     if (in_string_) {
-      if (escaped_) {
-        escaped_ = false;
-      } else if (c == '\\') {
-        escaped_ = true;
-      } else if (c == '"') {
-        in_string_ = false;
-      }
+      in_string_ = !closes_string(c, escaped_);
     } else if (c == '"') {
       in_string_ = true;
     } else if (c == '{' || c == '[') {
