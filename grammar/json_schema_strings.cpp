@@ -3,7 +3,6 @@
 // of the strings they describe, and object keys that avoid a set of names.
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
 #include <map>
 
 #include "grammar/gbnf_parser.h"
@@ -195,25 +194,15 @@ const std::vector<FixedRule>& fixed_rules() {
   return rules;
 }
 
+// UTF-8 sequences stay as they are: the literal matches the same bytes.
 std::string gbnf_literal(std::string_view bytes) {
   std::string out = "\"";
   for (char ch : bytes) {
     const auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7F) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02X", unsigned(c));
-      out += buf;
+    if (c < 0x80) {
+      append_gbnf_char(out, c, /*in_class=*/false);
     } else {
-      out += char(c);
+      out += ch;
     }
   }
   return out + "\"";

@@ -20,6 +20,17 @@ RegexPtr runs_unwrapped(const RegexNode& alt) {
 
 RegexPtr node(RegexNode n) { return std::make_shared<const RegexNode>(std::move(n)); }
 
+// A Seq or Alt of what was kept: nothing is ε, one item is itself.
+RegexPtr composite(RegexNode::Kind kind, std::vector<RegexPtr> kept, bool nullable) {
+  if (kept.empty()) return regex_empty();
+  if (kept.size() == 1) return kept[0];
+  RegexNode n;
+  n.kind = kind;
+  n.nullable = nullable;
+  n.items = std::move(kept);
+  return node(std::move(n));
+}
+
 }  // namespace
 
 RegexPtr regex_empty() { return node({}); }
@@ -38,13 +49,8 @@ RegexPtr regex_seq(std::vector<RegexPtr> items) {
     if (matches_nothing(*item)) return item;
     if (item->kind != RegexNode::Kind::Empty) kept.push_back(std::move(item));
   }
-  if (kept.empty()) return regex_empty();
-  if (kept.size() == 1) return kept[0];
-  RegexNode n;
-  n.kind = RegexNode::Kind::Seq;
-  n.nullable = std::all_of(kept.begin(), kept.end(), [](const RegexPtr& i) { return i->nullable; });
-  n.items = std::move(kept);
-  return node(std::move(n));
+  const bool nullable = std::all_of(kept.begin(), kept.end(), [](const RegexPtr& i) { return i->nullable; });
+  return composite(RegexNode::Kind::Seq, std::move(kept), nullable);
 }
 
 // Single-character alternatives merge into one set, so a|b|c costs one class, not a rule.
@@ -65,12 +71,8 @@ RegexPtr regex_alt(std::vector<RegexPtr> items) {
   if (any_chars) kept.insert(kept.begin(), regex_chars(normalized_ranges(std::move(chars))));
   if (empty) kept.push_back(regex_empty());
   if (kept.empty()) return regex_chars({});
-  if (kept.size() == 1) return kept[0];
-  RegexNode n;
-  n.kind = RegexNode::Kind::Alt;
-  n.nullable = std::any_of(kept.begin(), kept.end(), [](const RegexPtr& i) { return i->nullable; });
-  n.items = std::move(kept);
-  return node(std::move(n));
+  const bool nullable = std::any_of(kept.begin(), kept.end(), [](const RegexPtr& i) { return i->nullable; });
+  return composite(RegexNode::Kind::Alt, std::move(kept), nullable);
 }
 
 // With ε in X, X^k contains every X^j for j <= k, so X{n,m} = (X less ε){0,m} and X{n,} = (X less ε)*.
