@@ -148,7 +148,7 @@ const DifferentialCase kDifferentialCases[] = {
     {"(a*|b)*", "abc"},
     {"((a|)(b|)){1,2}c", "abc"},
     {"(a{0,2}b*){2}", "ab"},
-        {"(()|a)+", "ab"},
+    {"(()|a)+", "ab"},
     {"(a?b?c?){0,2}d", "abcd"},
 };
 
