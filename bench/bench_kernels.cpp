@@ -5,9 +5,11 @@
 #include <benchmark/benchmark.h>
 
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/dtype.h"
 #include "kernels/matmul.h"
 #include "kernels/paged_attention.h"
@@ -66,6 +68,46 @@ BENCHMARK_CAPTURE(BM_Matmul, Q4_1_q8, DType::Q4_1, true)->Apply(MatmulShapes);
 BENCHMARK_CAPTURE(BM_Matmul, Q5_0, DType::Q5_0)->Apply(MatmulShapes);
 BENCHMARK_CAPTURE(BM_Matmul, Q5_0_q8, DType::Q5_0, true)->Apply(MatmulShapes);
 
+// The server's path for Q4_0, Q4_1 and Q8_0 with 8-bit activations: rows packed at load
+// (pack_rows_for_q8), on one compiled copy of the kernels (kernels/cpu_isa.h: 1 avx2 .. 4 avx512-vnni).
+// Args: n_out, k, num_tokens, kernels.
+void BM_MatmulPacked(benchmark::State& state, DType t) {
+  const int64_t n_out = state.range(0), k = state.range(1), nt = state.range(2);
+  const CpuIsa isa = kCpuIsas[state.range(3)], before = cpu_isa();
+  if (!cpu_supports(isa)) {
+    state.SkipWithError((std::string("this CPU cannot run the ") + cpu_isa_name(isa) + " kernels").c_str());
+    return;
+  }
+  const size_t rb = row_bytes(t, k);
+  std::vector<uint8_t> w(rb * size_t(n_out)), packed(q8_packed_bytes(t, n_out, k));
+  const auto row = random_floats(size_t(k), 1);
+  for (int64_t o = 0; o < n_out; ++o) quantize_row(t, row.data(), w.data() + size_t(o) * rb, k);
+  pack_rows_for_q8(w.data(), t, n_out, k, packed.data());
+  const auto x = random_floats(size_t(nt * k), 2);
+  std::vector<float> y(size_t(nt * n_out));
+  set_cpu_isa(isa);
+  for (auto _ : state) {
+    matmul_q8_packed(x.data(), nt, k, packed.data(), t, n_out, y.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_cpu_isa(before);
+  state.SetLabel(cpu_isa_name(isa));
+  state.SetBytesProcessed(state.iterations() * int64_t(w.size()));
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * double(nt * k * n_out), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void PackedShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"n_out", "k", "tokens", "kernels"});
+  for (int64_t isa : {1, 4})
+    for (int64_t nt : {1, 16, 64})
+      for (auto [n_out, k] : {std::pair<int64_t, int64_t>{1536, 576}, {576, 1536}, {49152, 576}}) b->Args({n_out, k, nt, isa});
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+BENCHMARK_CAPTURE(BM_MatmulPacked, Q4_1, DType::Q4_1)->Apply(PackedShapes);
+BENCHMARK_CAPTURE(BM_MatmulPacked, Q8_0, DType::Q8_0)->Apply(PackedShapes);
+
 // The super-block formats need k in whole 256s: TinyLlama-1.1B's shapes (dim 2048, ffn 5632).
 void SuperBlockShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n_out", "k", "tokens"});
@@ -80,9 +122,14 @@ BENCHMARK_CAPTURE(BM_Matmul, Q6_K, DType::Q6_K)->Apply(SuperBlockShapes);
 BENCHMARK_CAPTURE(BM_Matmul, Q6_K_q8, DType::Q6_K, true)->Apply(SuperBlockShapes);
 
 // SmolLM2 attention geometry: 9 query heads over 3 KV heads of 64 dims, 16-position blocks.
-// Args: sequences, context length, queries per sequence (1 = decode, context = prefill).
+// Args: sequences, context length, queries per sequence (1 = decode, context = prefill), kernels.
 void BM_PagedAttention(benchmark::State& state) {
   const int32_t num_seqs = int32_t(state.range(0)), ctx = int32_t(state.range(1)), nq = int32_t(state.range(2));
+  const CpuIsa isa = kCpuIsas[state.range(3)], before = cpu_isa();
+  if (!cpu_supports(isa)) {
+    state.SkipWithError((std::string("this CPU cannot run the ") + cpu_isa_name(isa) + " kernels").c_str());
+    return;
+  }
   const KvLayout layout{16, 3, 64};
   const int32_t heads = 9, blocks_per_seq = (ctx + layout.block_size - 1) / layout.block_size;
   const int64_t kv_row = int64_t(layout.num_kv_heads) * layout.head_dim;
@@ -95,11 +142,14 @@ void BM_PagedAttention(benchmark::State& state) {
   const AttentionBatch batch{query_start.data(), context_lens.data(), tables.data(), num_seqs, blocks_per_seq, nq, ctx};
   const auto q = random_floats(size_t(num_seqs) * size_t(nq) * heads * layout.head_dim, 5);
   std::vector<float> out(q.size());
+  set_cpu_isa(isa);
   for (auto _ : state) {
     paged_attention(q.data(), k_cache.data(), v_cache.data(), DType::F32, layout, batch, heads, 0.125f, out.data());
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
+  set_cpu_isa(before);
+  state.SetLabel(cpu_isa_name(isa));
   // Positions attended summed over queries (causal): each costs a K dot and a V axpy per head.
   double attended = 0;
   for (int32_t i = 0; i < nq; ++i) attended += double(ctx - nq + i + 1);
@@ -108,12 +158,13 @@ void BM_PagedAttention(benchmark::State& state) {
   state.counters["FLOP/s"] = benchmark::Counter(attended * heads * 4.0 * layout.head_dim,
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
+// 16 sequences at 256: the serving benchmark's decode step (flashserve-bench --concurrency 16).
 BENCHMARK(BM_PagedAttention)
-    ->ArgNames({"seqs", "ctx", "queries"})
-    ->Args({1, 512, 1})
-    ->Args({1, 2048, 1})
-    ->Args({8, 1024, 1})
-    ->Args({1, 512, 512})
+    ->ArgNames({"seqs", "ctx", "queries", "kernels"})
+    ->ArgsProduct({{1}, {512, 2048}, {1}, {1, 4}})
+    ->ArgsProduct({{8}, {1024}, {1}, {1, 4}})
+    ->ArgsProduct({{16}, {256}, {1}, {1, 4}})
+    ->ArgsProduct({{1}, {512}, {512}, {1, 4}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

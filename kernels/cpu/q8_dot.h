@@ -1,6 +1,6 @@
 // What the two integer-dot matmuls share (ops/matmul_q8.cpp reads weights in their file layout,
-// ops/matmul_q8_packed.cpp in pack_rows_for_q8's): the 8-bit activation blocks, the lane sums and
-// the fixed final reduction that make the two bit-identical.
+// ops/matmul_q8_packed.cpp in pack_rows_for_q8's): the 8-bit activation blocks and the exact integer
+// sums that make the two bit-identical.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -30,49 +30,54 @@ inline float half(uint16_t h) { return tile::half_scale(h); }
 inline float half(uint16_t h) { return codec::half_to_float(h); }
 #endif
 
-// Per dot product: eight float lanes for the even chunks and eight for the odd ones (two chains
-// hide the FMA latency, and AVX-512 holds a pair of chunks in one register), the offset terms in
-// chunk order, then this fixed reduction.
-inline float reduce_lanes(const float (&even)[8], const float (&odd)[8], float off) {
-  float l[8];
-  for (int i = 0; i < 8; ++i) l[i] = even[i] + odd[i];
-  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])) + off;
-}
+// Every copy computes a chunk's integer dot exactly, whole (or per 16-element half for the formats
+// that scale halves apart), then adds it into one float accumulator per dot product with one fma by
+// the weight scale times d, chunk after chunk; the offset terms collect in a second sum, added last.
 
-#if defined(__AVX512BW__)
-// Lane i = sum over bytes 4i .. 4i+3 of w * x, exact (a pair of products fits int16: at most
+#if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
+// acc + lane i = sum over bytes 4i .. 4i+3 of w * x, exact (a pair of products fits int16: at most
 // 2 * 128 * 127; VNNI sums the four in int32 directly).
-inline __m512i lane_sums(__m512i w_u8, __m512i x_s8) {
+inline __m256i add_lane_sums(__m256i acc, __m256i w_u8, __m256i x_s8) {
 #if defined(__AVX512VNNI__)
-  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w_u8, x_s8);
+  return _mm256_dpbusd_epi32(acc, w_u8, x_s8);
+#elif defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(acc, w_u8, x_s8);
 #else
-  return _mm512_madd_epi16(_mm512_maddubs_epi16(w_u8, x_s8), _mm512_set1_epi16(1));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w_u8, x_s8), _mm256_set1_epi16(1)));
 #endif
 }
+inline __m256i lane_sums(__m256i w_u8, __m256i x_s8) { return add_lane_sums(_mm256_setzero_si256(), w_u8, x_s8); }
 // The same for signed weight codes: |w| times x with w's sign.
-inline __m512i signed_lane_sums(__m512i w, __m512i x) {
-  const __mmask64 negative = _mm512_movepi8_mask(w);
-  return lane_sums(_mm512_abs_epi8(w), _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x));
-}
-#elif defined(FLASHSERVE_AVX2)
-inline __m256i lane_sums(__m256i w_u8, __m256i x_s8) {
-#if defined(__AVXVNNI__)
-  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w_u8, x_s8);
-#else
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(w_u8, x_s8), _mm256_set1_epi16(1));
-#endif
-}
 inline __m256i signed_lane_sums(__m256i w, __m256i x) {
   return lane_sums(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
 }
-#endif
-
-#if defined(__AVX512BW__) || defined(FLASHSERVE_AVX2)
 // Lane sums for a format whose codes are signed, or not (0..63).
-template <bool kSigned, class Vec>
-inline Vec code_lane_sums(Vec w, Vec x) {
+template <bool kSigned>
+inline __m256i code_lane_sums(__m256i w, __m256i x) {
   if constexpr (kSigned) return signed_lane_sums(w, x);
   return lane_sums(w, x);
+}
+
+// Lane i: the four products of bytes 4i..4i+3 of w_lo and x_lo plus those of w_hi and x_hi. Without
+// VNNI, 4-bit codes (kSigned false: 0..15) add their int16 pair sums before widening (at most
+// 2 * 2 * 15 * 127); 8-bit ones widen first.
+template <bool kSigned>
+inline __m256i two_lane_sums(__m256i w_lo, __m256i x_lo, __m256i w_hi, __m256i x_hi) {
+  if constexpr (kSigned) {
+    return add_lane_sums(signed_lane_sums(w_lo, x_lo), _mm256_sign_epi8(w_hi, w_hi), _mm256_sign_epi8(x_hi, w_hi));
+  }
+#if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
+  return add_lane_sums(lane_sums(w_lo, x_lo), w_hi, x_hi);
+#else
+  const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(w_lo, x_lo), _mm256_maddubs_epi16(w_hi, x_hi));
+  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+#endif
+}
+
+// Four vectors of eight int32 lanes -> [a0-3, b0-3, c0-3, d0-3 | a4-7, b4-7, c4-7, d4-7], each the
+// sum of those four lanes (exact, so the order of the additions does not matter).
+inline __m256i quad_sums(__m256i a, __m256i b, __m256i c, __m256i d) {
+  return _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
 }
 #endif
 

@@ -1,7 +1,11 @@
 // The layout pack_rows_for_q8 writes and matmul_q8_packed reads (kernels/matmul.h): rows taken
 // eight at a time, and for each 32-element block of those eight rows, in this order: the eight
-// scales (f16), the eight minimums (f16, Q4_1 only), then each row's code bytes as the block
-// stores them. A group of eight rows takes exactly the bytes of eight rows of the file.
+// scales (f16), the eight minimums (f16, Q4_1 only), then the code bytes as 32-byte vectors, each
+// holding 16 bytes of row i (i = 0..3) then the same 16 bytes of row i + 4: for the nibble formats
+// one vector per i (the block's 16 bytes of nibbles), for Q8_0 two (elements 0-15, then 16-31). So
+// one vector's sums come out as row i's in its low 128 bits and row i + 4's in its high ones, which
+// is how q8::quad_sums lays eight rows out in order. A group of eight rows takes exactly the bytes
+// of eight rows of the file.
 #pragma once
 #include <cstddef>
 
@@ -33,6 +37,12 @@ template <class Block>
 constexpr size_t kMinAt = 2 * kRows;
 template <class Block>
 constexpr size_t kCodesAt = (Layout<Block>::kMin ? 4 : 2) * kRows;
+// Where bytes 16 p .. 16 p + 15 of row r's codes go, from the start of the codes.
+template <class Block>
+constexpr size_t code_offset(int r, int p) {
+  return 32 * size_t(Layout<Block>::kCodeBytes / 16 * (r % 4) + p) + 16 * size_t(r / 4);
+}
+
 template <class Block>
 constexpr size_t kGroupBlock = kCodesAt<Block> + kRows * Layout<Block>::kCodeBytes;
 

@@ -22,7 +22,9 @@ void pack_groups(const Block* w, int64_t n_out, int64_t nb, uint8_t* out) {
         const Block& src = w[(g * kRows + r) * nb + b];
         std::memcpy(p + 2 * r, &src.d, 2);
         if constexpr (L::kMin) std::memcpy(p + q8_packed::kMinAt<Block> + 2 * r, &src.m, 2);
-        std::memcpy(p + q8_packed::kCodesAt<Block> + r * L::kCodeBytes, src.qs, L::kCodeBytes);
+        for (int part = 0; part < L::kCodeBytes / 16; ++part) {
+          std::memcpy(p + q8_packed::kCodesAt<Block> + q8_packed::code_offset<Block>(r, part), src.qs + 16 * part, 16);
+        }
       }
     }
   }

@@ -1,7 +1,7 @@
 // matmul_q8: 8-bit activations and integer dots. Checked bit for bit against a plain transcription of
-// its contract (quantize each 32-block to nearest even, exact lane sums of four products, one fma per
-// lane and block, a fixed lane reduction plus the offset term), for batch and thread invariance, and
-// against the f64 product within the rounding 8-bit activations bring.
+// its contract (quantize each 32-block to nearest even, the exact integer dot of each chunk or half,
+// one fma per chunk or half into the dot's sum, plus the offset terms' sum), for batch and thread
+// invariance, and against the f64 product within the rounding 8-bit activations bring.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -151,10 +151,14 @@ Chunk chunk_of(DType t, const uint8_t* row, int64_t chunk) {
   return ch;
 }
 
-// The contract, written out with no vectors: per chunk, eight exact lane sums scaled into the even
-// or the odd chunks' float lanes, the offset terms (multiples of d * sum q) into their own sum.
+// The formats whose 16-element halves have scales of their own: their chunks add two sums.
+bool scales_halves(DType t) { return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q6_K; }
+
+// The contract, written out with no vectors: per chunk, the exact integer dot (or each half's)
+// added into the dot's one float sum by an fma with the scale times d, in chunk order; the offset
+// terms (multiples of d * sum q) into their own sum, added at the end.
 float plain_dot(const float* x, const uint8_t* row, int64_t k, DType t) {
-  float lanes[2][8] = {}, off = 0.0f;
+  float acc = 0.0f, off = 0.0f;
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* xb = x + b * 32;
     float amax = 0.0f;
@@ -167,10 +171,13 @@ float plain_dot(const float* x, const uint8_t* row, int64_t k, DType t) {
       sum[i / 16] += q[i];
     }
     const Chunk ch = chunk_of(t, row, b);
-    for (int i = 0; i < 8; ++i) {
-      int lane = 0;
-      for (int e = 4 * i; e < 4 * i + 4; ++e) lane += ch.code[e] * q[e];
-      lanes[b % 2][i] = std::fma(float(lane), ch.scale[i / 4] * d, lanes[b % 2][i]);
+    int dot[2] = {0, 0};
+    for (int e = 0; e < 32; ++e) dot[e / 16] += ch.code[e] * q[e];
+    if (scales_halves(t)) {
+      acc = std::fma(float(dot[0]), ch.scale[0] * d, acc);
+      acc = std::fma(float(dot[1]), ch.scale[1] * d, acc);
+    } else {
+      acc = std::fma(float(dot[0] + dot[1]), ch.scale[0] * d, acc);
     }
     if (ch.offset_kind == Chunk::kWhole) off = std::fma(ch.offset[0], d * float(sum[0] + sum[1]), off);
     if (ch.offset_kind == Chunk::kHalves) {
@@ -178,9 +185,7 @@ float plain_dot(const float* x, const uint8_t* row, int64_t k, DType t) {
       off = std::fma(ch.offset[1], d * float(sum[1]), off);
     }
   }
-  float l[8];
-  for (int i = 0; i < 8; ++i) l[i] = lanes[0][i] + lanes[1][i];
-  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])) + off;
+  return acc + off;
 }
 
 struct Case {

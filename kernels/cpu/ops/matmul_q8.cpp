@@ -2,9 +2,10 @@
 // integer dot products with the weights' codes, for every quantized format. A format is seen as
 // 32-element chunks: 32 integer codes, a scale for each 16-element half (one value for most
 // formats) and an optional offset, with value = code * scale + offset. The integer part of a
-// chunk's dot is exact, so every instruction set computes the same eight lane sums (lane i:
-// elements 4i .. 4i+3); the floats that follow run in one fixed order per dot product, which keeps
-// results bit-identical across batch shapes, thread counts and the scalar and vector code.
+// chunk's dot is exact, so every instruction set computes the same sums (the whole chunk's, or each
+// half's where the halves' scales differ); the floats that follow run in one fixed order per dot
+// product, which keeps results bit-identical across batch shapes, thread counts and the scalar and
+// vector code.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -24,7 +25,6 @@ namespace {
 using q8::ActBlock;
 using q8::half;
 using q8::kBlock;
-using q8::reduce_lanes;
 
 // A chunk's scale for lanes 0-3 (elements 0..15) and 4-7 (16..31), and its offsets.
 struct ChunkScales {
@@ -183,108 +183,58 @@ inline float add_offset(float off, const ChunkScales& s, const ActBlock& a) {
   return off;
 }
 
-#if defined(__AVX512BW__)
-inline __m512i pair(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
-inline __m512 pair(float lo, float hi) {
-  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(lo)), _mm256_set1_ps(hi), 1);
-}
-// The lane scales of two chunks: four lanes per half.
-template <class C>
-inline __m512 pair(const ChunkScales& a, const ChunkScales& b) {
-  if constexpr (!C::kHalfScales) return pair(a.lo, b.lo);
-  const __m256 first = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(a.lo)), _mm_set1_ps(a.hi), 1);
-  const __m256 second = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(b.lo)), _mm_set1_ps(b.hi), 1);
-  return _mm512_insertf32x8(_mm512_castps256_ps512(first), second, 1);
-}
-inline __m256i act_codes(const ActBlock& a) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q)); }
-#elif defined(FLASHSERVE_AVX2)
-// Lane scales times the activations' d, each product rounded once, as in the scalar code.
-template <class C>
-inline __m256 lane_scales(const ChunkScales& s, float xd) {
-  if constexpr (!C::kHalfScales) return _mm256_set1_ps(s.lo * xd);
-  return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(s.lo * xd)), _mm_set1_ps(s.hi * xd), 1);
+#if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
+// Four rows' scales (rows past R: 0) times the activations' d, each product rounded once, as in the
+// scalar code.
+template <int R>
+inline __m128 row_scales(const ChunkScales (&s)[R], float ChunkScales::*half, float xd) {
+  alignas(16) float v[4] = {};
+  for (int r = 0; r < R; ++r) v[r] = s[r].*half;
+  return _mm_mul_ps(_mm_load_ps(v), _mm_set1_ps(xd));
 }
 #endif
 
 // y[t * n_out + r] for R weight rows from w and T tokens' activation blocks from a (nb chunks each).
 template <class C, int R, int T>
 void dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y, int64_t n_out) {
+  static_assert(R <= 4);
   using Block = typename C::Block;
   auto block = [&](int r, int64_t b) -> const Block& {
     return reinterpret_cast<const Block*>(w + r * rb)[b / C::kChunks];
   };
   auto chunk = [](int64_t b) { return int(b % C::kChunks); };
-  float off[T][R] = {};
-#if defined(__AVX512BW__)
-  __m512 acc[T][R];
-  for (auto& per_tok : acc)
-    for (__m512& v : per_tok) v = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; b += 2) {
-    const bool both = b + 1 < nb;
-    const int64_t b1 = both ? b + 1 : b;  // a lone last chunk pairs with itself, its twin's scale 0
-    __m512i wc[R];
-    __m512 ws[R];
-    ChunkScales sc[R][2];
-    for (int r = 0; r < R; ++r) {
-      wc[r] = pair(weight_codes<C>(block(r, b), chunk(b)), weight_codes<C>(block(r, b1), chunk(b1)));
-      sc[r][0] = C::scales(block(r, b), chunk(b));
-      sc[r][1] = both ? C::scales(block(r, b1), chunk(b1)) : ChunkScales{0.0f, 0.0f};
-      ws[r] = pair<C>(sc[r][0], sc[r][1]);
-    }
-    for (int t = 0; t < T; ++t) {
-      const ActBlock &a0 = a[t * nb + b], &a1 = a[t * nb + b1];
-      const __m512i xq = pair(act_codes(a0), act_codes(a1));
-      const __m512 xd = pair(a0.d, a1.d);
-      for (int r = 0; r < R; ++r) {
-        // ws * xd per lane is the scalar product of the two scales, rounded once, as in the contract.
-        acc[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q8::code_lane_sums<C::kSigned>(wc[r], xq)), _mm512_mul_ps(ws[r], xd), acc[t][r]);
-        off[t][r] = add_offset<C>(off[t][r], sc[r][0], a0);
-        if (both) off[t][r] = add_offset<C>(off[t][r], sc[r][1], a1);
-      }
-    }
-  }
-  for (int t = 0; t < T; ++t) {
-    for (int r = 0; r < R; ++r) {
-      alignas(64) float l[16];
-      _mm512_store_ps(l, acc[t][r]);
-      float even[8], odd[8];
-      std::copy(l, l + 8, even);
-      std::copy(l + 8, l + 16, odd);
-      y[t * n_out + r] = reduce_lanes(even, odd, off[t][r]);
-    }
-  }
-#elif defined(FLASHSERVE_AVX2)
-  __m256 acc[T][R][2];
-  for (auto& per_tok : acc)
-    for (auto& per_row : per_tok)
-      for (__m256& v : per_row) v = _mm256_setzero_ps();
+  float acc[T][R] = {}, off[T][R] = {};
+#if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
+  // Row r's sum in lane r of one vector per token.
+  __m128 sums[T];
+  for (__m128& v : sums) v = _mm_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    __m256i wc[R];
+    __m256i wc[4];
     ChunkScales sc[R];
-    for (int r = 0; r < R; ++r) {
-      wc[r] = weight_codes<C>(block(r, b), chunk(b));
-      sc[r] = C::scales(block(r, b), chunk(b));
-    }
+    for (int r = 0; r < 4; ++r) wc[r] = r < R ? weight_codes<C>(block(r, b), chunk(b)) : _mm256_setzero_si256();
+    for (int r = 0; r < R; ++r) sc[r] = C::scales(block(r, b), chunk(b));
     for (int t = 0; t < T; ++t) {
       const ActBlock& ab = a[t * nb + b];
       const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.q));
-      for (int r = 0; r < R; ++r) {
-        __m256& lanes = acc[t][r][b % 2];
-        lanes = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q8::code_lane_sums<C::kSigned>(wc[r], xq)), lane_scales<C>(sc[r], ab.d), lanes);
-        off[t][r] = add_offset<C>(off[t][r], sc[r], ab);
+      __m256i l[4];
+      for (int r = 0; r < 4; ++r) l[r] = q8::code_lane_sums<C::kSigned>(wc[r], xq);
+      const __m256i halves = q8::quad_sums(l[0], l[1], l[2], l[3]);
+      const __m128i lo = _mm256_castsi256_si128(halves), hi = _mm256_extracti128_si256(halves, 1);
+      if constexpr (C::kHalfScales) {
+        sums[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(lo), row_scales<R>(sc, &ChunkScales::lo, ab.d), sums[t]);
+        sums[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(hi), row_scales<R>(sc, &ChunkScales::hi, ab.d), sums[t]);
+      } else {
+        sums[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_add_epi32(lo, hi)), row_scales<R>(sc, &ChunkScales::lo, ab.d), sums[t]);
       }
+      for (int r = 0; r < R; ++r) off[t][r] = add_offset<C>(off[t][r], sc[r], ab);
     }
   }
   for (int t = 0; t < T; ++t) {
-    for (int r = 0; r < R; ++r) {
-      float even[8], odd[8];
-      _mm256_storeu_ps(even, acc[t][r][0]);
-      _mm256_storeu_ps(odd, acc[t][r][1]);
-      y[t * n_out + r] = reduce_lanes(even, odd, off[t][r]);
-    }
+    alignas(16) float v[4];
+    _mm_store_ps(v, sums[t]);
+    for (int r = 0; r < R; ++r) acc[t][r] = v[r];
   }
 #else
-  float acc[T][R][2][8] = {};
   for (int64_t b = 0; b < nb; ++b) {
     for (int r = 0; r < R; ++r) {
       const Block& blk = block(r, b);
@@ -293,59 +243,45 @@ void dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y,
       for (int e = 0; e < kBlock; ++e) codes[e] = C::code(blk, chunk(b), e);
       for (int t = 0; t < T; ++t) {
         const ActBlock& ab = a[t * nb + b];
-        for (int i = 0; i < 8; ++i) {
-          int32_t lane = 0;
-          for (int e = 4 * i; e < 4 * i + 4; ++e) lane += codes[e] * ab.q[e];
-          acc[t][r][b % 2][i] = std::fma(float(lane), (i < 4 ? sc.lo : sc.hi) * ab.d, acc[t][r][b % 2][i]);
+        int32_t lo = 0, hi = 0;
+        for (int e = 0; e < kBlock / 2; ++e) {
+          lo += codes[e] * ab.q[e];
+          hi += codes[e + kBlock / 2] * ab.q[e + kBlock / 2];
+        }
+        if constexpr (C::kHalfScales) {
+          acc[t][r] = std::fma(float(hi), sc.hi * ab.d, std::fma(float(lo), sc.lo * ab.d, acc[t][r]));
+        } else {
+          acc[t][r] = std::fma(float(lo + hi), sc.lo * ab.d, acc[t][r]);
         }
         off[t][r] = add_offset<C>(off[t][r], sc, ab);
       }
     }
   }
-  for (int t = 0; t < T; ++t)
-    for (int r = 0; r < R; ++r) y[t * n_out + r] = reduce_lanes(acc[t][r][0], acc[t][r][1], off[t][r]);
 #endif
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < R; ++r) y[t * n_out + r] = acc[t][r] + off[t][r];
 }
 
-// Tile shapes: rows that share a token's activation block, tokens that share a row's decoded codes.
-#if defined(__AVX512F__)
-constexpr int kRowsSingle = 4, kRowsBatch = 2, kTokens = 4;
-#else
-constexpr int kRowsSingle = 4, kRowsBatch = 2, kTokens = 2;
-#endif
+// Tile shape: rows that share a token's activation block, tokens that share a row's decoded codes.
+constexpr int kRows = 4, kTokens = 2;
 
 template <class C, int R>
 void row_group(const char* w, size_t rb, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out) {
   int64_t t = 0;
   for (; t + kTokens <= num_tokens; t += kTokens) dot_tile<C, R, kTokens>(w, rb, a + t * nb, nb, y + t * n_out, n_out);
-  if constexpr (kTokens > 2) {
-    if (t + 2 <= num_tokens) {
-      dot_tile<C, R, 2>(w, rb, a + t * nb, nb, y + t * n_out, n_out);
-      t += 2;
-    }
-  }
   if (t < num_tokens) dot_tile<C, R, 1>(w, rb, a + t * nb, nb, y + t * n_out, n_out);
-}
-
-template <class C, int R>
-void matmul_rows(const ActBlock* a, int64_t num_tokens, int64_t nb, const char* w, size_t rb, int64_t n_out, float* y) {
-  const int64_t groups = n_out / R;
-  parallel_for(groups, [&](int64_t begin, int64_t end) {
-    for (int64_t g = begin; g < end; ++g) {
-      if (g + tile::kPrefetchGroups < end) tile::prefetch_rows(w + (g + tile::kPrefetchGroups) * R * rb, R * rb);
-      row_group<C, R>(w + g * R * rb, rb, a, num_tokens, nb, y + g * R, n_out);
-    }
-  });
-  for (int64_t o = groups * R; o < n_out; ++o) row_group<C, 1>(w + o * rb, rb, a, num_tokens, nb, y + o, n_out);
 }
 
 template <class C>
 void matmul_codes(const ActBlock* a, int64_t num_tokens, int64_t nb, const char* w, size_t rb, int64_t n_out, float* y) {
-  if (num_tokens == 1) {
-    matmul_rows<C, kRowsSingle>(a, num_tokens, nb, w, rb, n_out, y);
-  } else {
-    matmul_rows<C, kRowsBatch>(a, num_tokens, nb, w, rb, n_out, y);
-  }
+  const int64_t groups = n_out / kRows;
+  parallel_for(groups, [&](int64_t begin, int64_t end) {
+    for (int64_t g = begin; g < end; ++g) {
+      if (g + tile::kPrefetchGroups < end) tile::prefetch_rows(w + (g + tile::kPrefetchGroups) * kRows * rb, kRows * rb);
+      row_group<C, kRows>(w + g * kRows * rb, rb, a, num_tokens, nb, y + g * kRows, n_out);
+    }
+  });
+  for (int64_t o = groups * kRows; o < n_out; ++o) row_group<C, 1>(w + o * rb, rb, a, num_tokens, nb, y + o, n_out);
 }
 
 }  // namespace

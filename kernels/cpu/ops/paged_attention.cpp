@@ -14,8 +14,11 @@ namespace {
 
 using namespace simd;
 
-// Vectors of an output row accumulated in registers per pass over a block's V rows.
-constexpr int kOutVecs = 4;
+// Vectors of an output row accumulated in registers per pass over a block's V rows: 64 floats.
+constexpr int kOutVecs = W >= 16 ? 4 : 8;
+
+// K rows whose dot products with a query are reduced together.
+constexpr int kRowsAtOnce = 8;
 
 // One KV head's view of a sequence's paged cache.
 struct KvView {
@@ -47,21 +50,53 @@ struct HeadGroup {
   int32_t heads;
 };
 
-float dot(const float* a, const float* b, int64_t n) {
-  V acc = zero();
-  for (int64_t i = 0; i < n; i += W) acc = fma(load_upto(a + i, n - i), load_upto(b + i, n - i), acc);
-  return reduce_add(acc);
+// out[j] = scale * (the sum of acc[j]'s lanes) for j < count. Each sum runs in one fixed tree,
+// whatever else shares the call: ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) over eight
+// lanes (AVX-512 first adds lane i + 8 to lane i), so a dot product never depends on its neighbours.
+void store_sums(const V (&acc)[kRowsAtOnce], float scale, float* out, int count) {
+#if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
+  __m256 a[kRowsAtOnce];
+  for (int j = 0; j < kRowsAtOnce; ++j) {
+#if defined(FLASHSERVE_AVX512)
+    a[j] = _mm256_add_ps(_mm512_castps512_ps256(acc[j]), _mm512_extractf32x8_ps(acc[j], 1));
+#else
+    a[j] = acc[j];
+#endif
+  }
+  // Lane i of each 128-bit half: row i's (l0 + l1) + (l2 + l3), or its (l4 + l5) + (l6 + l7).
+  const __m256 first = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+  const __m256 second = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+  const __m256 sums = _mm256_add_ps(_mm256_permute2f128_ps(first, second, 0x20), _mm256_permute2f128_ps(first, second, 0x31));
+  alignas(32) float v[kRowsAtOnce];
+  _mm256_store_ps(v, _mm256_mul_ps(_mm256_set1_ps(scale), sums));
+  std::copy(v, v + count, out);
+#else
+  for (int j = 0; j < count; ++j) out[j] = scale * acc[j];
+#endif
 }
 
 // scores[h * n + j] = scale * q_h . K_{first + j}, n = end - first; each block's K rows are read
-// once for the whole group.
+// once for the whole group, eight at a time (a shorter run repeats its last row and drops it).
 void group_scores(const KvView& kv, const float* k_cache, const HeadGroup& g, int32_t first, int32_t end, float scale,
                   float* scores) {
   const int64_t hd = kv.layout.head_dim, stride = kv.stride();
   const int32_t n = end - first;
   kv.for_each_block(k_cache, first, end, [&](int32_t j0, int32_t rows, const float* base) {
-    for (int32_t h = 0; h < g.heads; ++h)
-      for (int32_t r = 0; r < rows; ++r) scores[h * n + j0 + r] = scale * dot(g.q + h * hd, base + r * stride, hd);
+    for (int32_t r0 = 0; r0 < rows; r0 += kRowsAtOnce) {
+      const int count = std::min(kRowsAtOnce, rows - r0);
+      const float* k[kRowsAtOnce];
+      for (int j = 0; j < kRowsAtOnce; ++j) k[j] = base + (r0 + std::min(j, count - 1)) * stride;
+      for (int32_t h = 0; h < g.heads; ++h) {
+        const float* q = g.q + h * hd;
+        V acc[kRowsAtOnce];
+        for (V& a : acc) a = zero();
+        for (int64_t c = 0; c < hd; c += W) {
+          const V qc = load_upto(q + c, hd - c);
+          for (int j = 0; j < kRowsAtOnce; ++j) acc[j] = fma(qc, load_upto(k[j] + c, hd - c), acc[j]);
+        }
+        store_sums(acc, scale, scores + h * n + j0 + r0, count);
+      }
+    }
   });
 }
 
