@@ -1,6 +1,7 @@
 // End-to-end forward steps on the real SmolLM2-135M (Q4_1) on the CPU: prefill throughput, decode
 // latency against context length, and decode throughput of a batch (weights read once per step).
-// Each runs with f32 activations (q8:0, the exact path) and 8-bit activations (q8:1) side by side.
+// Each runs the exact path (q8:0: f32 activations, f32 KV cache) and the server's defaults (q8:1:
+// 8-bit activations, f16 KV cache) side by side.
 // BM_DecodeOnKernels repeats one decode on each compiled copy of the CPU kernels this CPU runs
 // (kernels/cpu_isa.h: 0 scalar, 1 avx2, 2 avx2-vnni, 3 avx512, 4 avx512-vnni), BM_DecodeOnThreads on 1 and 2
 // kernel threads. The others run on the default: one thread per physical core.
@@ -35,6 +36,7 @@ void BM_Prefill(benchmark::State& state) {
   RunnerOptions o;
   o.block_size = kBlockSize;
   o.cpu_q8_activations = state.range(1) != 0;
+  o.kv_dtype = o.cpu_q8_activations ? "f16" : "f32";
   auto cache = real_runner("cpu", n / kBlockSize + 1, o);
   const SequenceInput seq{0, some_tokens(n), {block_range(0, n / kBlockSize + 1)}, LogitRows::Last};
   for (auto _ : state) benchmark::DoNotOptimize(cache->forward(ForwardBatch{{seq}}));
@@ -52,6 +54,7 @@ void BM_Decode(benchmark::State& state) {
   RunnerOptions o;
   o.block_size = kBlockSize;
   o.cpu_q8_activations = state.range(2) != 0;
+  o.kv_dtype = o.cpu_q8_activations ? "f16" : "f32";
   auto cache = real_runner("cpu", batch * blocks_per_seq, o);
   ForwardBatch step;
   for (int32_t s = 0; s < batch; ++s) {
@@ -74,6 +77,7 @@ void decode_128(benchmark::State& state, bool q8) {
   RunnerOptions o;
   o.block_size = kBlockSize;
   o.cpu_q8_activations = q8;
+  o.kv_dtype = q8 ? "f16" : "f32";
   auto cache = real_runner("cpu", blocks, o);
   SequenceInput prefill{0, some_tokens(context), {block_range(0, blocks)}, LogitRows::None};
   cache->forward(ForwardBatch{{prefill}});

@@ -46,6 +46,15 @@ int32_t kv_blocks(const kernels::Backend& be, const RunnerOptions& o, size_t byt
   return blocks;
 }
 
+DType kv_cache_type(const std::string& name, bool cuda) {
+  if (name.empty()) return cuda ? DType::F16 : DType::F32;
+  if (name == "f16") return DType::F16;
+  if (cuda && name == "bf16") return DType::BF16;
+  if (!cuda && name == "f32") return DType::F32;
+  throw std::invalid_argument("--kv-cache-dtype must be " + std::string(cuda ? "f16 or bf16" : "f16 or f32") + " on the " +
+                              (cuda ? "GPU" : "CPU") + ", not '" + name + "'");
+}
+
 bool wants_cuda(const std::string& device) {
   if (device == "cuda") return true;
   if (device == "cpu") return false;
@@ -57,13 +66,11 @@ bool wants_cuda(const std::string& device) {
 
 std::unique_ptr<ModelRunner> make_runner(const LlamaModel& model, const RunnerOptions& o) {
   const bool cuda = wants_cuda(o.device);
-  if (cuda && o.gpu_kv_dtype != "f16" && o.gpu_kv_dtype != "bf16") {
-    throw std::invalid_argument("--kv-cache-dtype must be f16 or bf16, not '" + o.gpu_kv_dtype + "'");
-  }
+  const DType kv_type = kv_cache_type(o.kv_dtype, cuda);
   if (o.gpu_memory_fraction <= 0.0 || o.gpu_memory_fraction > 1.0) throw std::invalid_argument("memory fraction must be in (0, 1]");
   RunnerConfig c;
   c.block_size = o.block_size;
-  c.kv_type = !cuda ? DType::F32 : o.gpu_kv_dtype == "bf16" ? DType::BF16 : DType::F16;
+  c.kv_type = kv_type;
   c.max_num_seqs = o.max_num_seqs;
   c.max_num_batched_tokens = o.max_num_batched_tokens;
   c.record_steps = o.cuda_graphs;

@@ -21,7 +21,9 @@ struct RunnerOptions {
   double kv_cache_fraction = 0.2;
   int64_t host_memory_available = 0;
   double gpu_memory_fraction = 0.9;
-  std::string gpu_kv_dtype = "f16";  // f16 or bf16; the CPU cache is f32
+  // The KV cache's element type: f16 or bf16 on a GPU, f32 or f16 on the CPU; empty: the device's
+  // default, f16 on a GPU and f32 (exact, the reference) on the CPU.
+  std::string kv_dtype;
   bool cuda_graphs = true;
   bool cpu_q8_activations = false;  // CPU: 8-bit activations and integer dots where the weights allow
 };

@@ -44,8 +44,8 @@ void EngineOptions::add_to(CLI::App& app) {
                  "cuda: share of GPU memory for weights, activations and the KV cache (which gets the rest)")
       ->check(CLI::Range(0.05, 1.0))
       ->capture_default_str();
-  app.add_option("--kv-cache-dtype", kv_cache_dtype, "cuda: KV cache element type")
-      ->check(CLI::IsMember({"f16", "bf16"}))
+  app.add_option("--kv-cache-dtype", kv_cache_dtype, "KV cache element type: f16, bf16 (cuda) or f32 (cpu)")
+      ->check(CLI::IsMember({"f16", "bf16", "f32"}))
       ->capture_default_str();
   app.add_option("--chat-template", chat_template_file, "Jinja chat template file used instead of the model's own")
       ->check(CLI::ExistingFile);
@@ -89,7 +89,7 @@ std::unique_ptr<ModelRunner> EngineOptions::make_runner(const LlamaModel& model)
     spdlog::info("host memory available: {} MiB ({})", memory.bytes >> 20, memory.source);
   }
   o.gpu_memory_fraction = gpu_memory_fraction;
-  o.gpu_kv_dtype = kv_cache_dtype;
+  o.kv_dtype = kv_cache_dtype;
   o.cuda_graphs = !no_cuda_graphs;
   o.cpu_q8_activations = cpu_activations == "q8";
   return flashserve::make_runner(model, o);

@@ -23,7 +23,7 @@ struct EngineOptions {
   bool priority_scheduling = false;
   std::string device = "auto";       // auto: cuda when this build has it and a GPU is visible, else cpu
   double gpu_memory_fraction = 0.9;  // --device cuda: share of GPU memory for weights, activations, KV
-  std::string kv_cache_dtype = "f16";  // --device cuda: f16 or bf16 (the CPU cache is f32)
+  std::string kv_cache_dtype = "f16";  // f16, or bf16 on cuda, or f32 on cpu (exact, twice the bytes)
   bool no_cuda_graphs = false;
   std::string cpu_activations = "q8";  // cpu: q8 (integer dots for quantized weights) or f32 (exact)
   std::string chat_template_file;    // a Jinja file used instead of the model's own template

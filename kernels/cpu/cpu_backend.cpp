@@ -27,13 +27,13 @@ class CpuBackend final : public Backend {
   }
   bool is_host() const override { return true; }
 
-  // Every weight type the GGUF reader accepts has a CPU decoder; the KV cache is f32.
+  // Every weight type the GGUF reader accepts has a CPU decoder; the KV cache is f32 or f16.
   bool supports(Op op, DType type, const OpShape&) const override {
     switch (op) {
       case Op::GetRows:
       case Op::Matmul: return true;
       case Op::KvWrite:
-      case Op::Attention: return type == DType::F32;
+      case Op::Attention: return type == DType::F32 || type == DType::F16;
       default: return type == DType::F32;
     }
   }

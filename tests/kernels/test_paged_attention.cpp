@@ -21,11 +21,13 @@ struct SeqSpec {
   int32_t num_queries;  // the last num_queries positions are queries
 };
 
-// Random K/V/Q for a batch of sequences plus a paged cache to hold them. Caches start as NaN, so
-// reading a slot that was never written poisons the output.
+// Random K/V/Q for a batch of sequences plus a paged cache of kv_type (f32 or f16) to hold them.
+// Caches start as NaN (all bits set, NaN in either type), so reading a slot that was never written
+// poisons the output. With f16, k and v hold the values the cache stores, for the reference.
 struct Batch {
   KvLayout layout;
   int32_t num_heads;
+  DType kv_type;
   std::vector<SeqSpec> specs;
   std::vector<std::vector<float>> k, v;  // per sequence: [context_len][num_kv_heads][head_dim]
   std::vector<std::vector<int32_t>> tables;
@@ -34,8 +36,8 @@ struct Batch {
   int64_t kv_row() const { return int64_t(layout.num_kv_heads) * layout.head_dim; }
   int64_t q_row() const { return int64_t(num_heads) * layout.head_dim; }
 
-  Batch(std::mt19937& rng, KvLayout l, int32_t heads, std::vector<SeqSpec> s, bool shuffle)
-      : layout(l), num_heads(heads), specs(std::move(s)) {
+  Batch(std::mt19937& rng, KvLayout l, int32_t heads, std::vector<SeqSpec> s, bool shuffle, DType type = DType::F32)
+      : layout(l), num_heads(heads), kv_type(type), specs(std::move(s)) {
     int64_t total_queries = 0;
     int32_t num_blocks = 3;  // spare blocks no table uses
     for (const SeqSpec& sp : specs) {
@@ -55,8 +57,19 @@ struct Batch {
       tables.emplace_back(ids.begin() + next, ids.begin() + next + n);
       next += n;
     }
-    k_cache.assign(size_t(num_blocks * l.block_size * kv_row()), NAN);
-    v_cache = k_cache;
+    k_cache.resize(size_t(num_blocks * l.block_size * kv_row()));
+    v_cache.resize(k_cache.size());
+    poison_caches();
+    if (kv_type == DType::F16) {
+      for (auto* rows : {&k, &v})
+        for (auto& seq : *rows)
+          for (float& x : seq) x = fp16_to_fp32(fp32_to_fp16(x));
+    }
+  }
+
+  void poison_caches() {
+    std::memset(k_cache.data(), 0xff, k_cache.size() * 4);
+    std::memset(v_cache.data(), 0xff, v_cache.size() * 4);
   }
 
   int32_t slot(size_t s, int32_t pos) const {
@@ -67,7 +80,7 @@ struct Batch {
   void write(size_t s, int32_t begin, int32_t end) {
     std::vector<int32_t> slots;
     for (int32_t p = begin; p < end; ++p) slots.push_back(slot(s, p));
-    kv_write(layout, DType::F32, k_cache.data(), v_cache.data(), &k[s][size_t(begin * kv_row())], &v[s][size_t(begin * kv_row())],
+    kv_write(layout, kv_type, k_cache.data(), v_cache.data(), &k[s][size_t(begin * kv_row())], &v[s][size_t(begin * kv_row())],
              slots.data(), end - begin);
   }
 
@@ -78,7 +91,7 @@ struct Batch {
       seqs.add(specs[s].num_queries, specs[s].context_len, tables[s]);
     }
     std::vector<float> out(q.size(), NAN);
-    paged_attention(q.data(), k_cache.data(), v_cache.data(), DType::F32, layout, seqs.batch(), num_heads, scale,
+    paged_attention(q.data(), k_cache.data(), v_cache.data(), kv_type, layout, seqs.batch(), num_heads, scale,
                     out.data());
     return out;
   }
@@ -110,10 +123,13 @@ void expect_matches_reference(const Batch& b, const std::vector<float>& out, flo
 const std::vector<SeqSpec> kMixed = {{50, 1}, {20, 20}, {33, 5}};
 
 TEST(PagedAttention, GqaMatchesReference) {
-  std::mt19937 rng(41);
-  const float scale = 1.0f / 8.0f;
-  Batch b(rng, {16, 2, 64}, 4, kMixed, true);
-  expect_matches_reference(b, b.attend_all(scale), scale);
+  for (DType t : {DType::F32, DType::F16}) {
+    SCOPED_TRACE(dtype_name(t));
+    std::mt19937 rng(41);
+    const float scale = 1.0f / 8.0f;
+    Batch b(rng, {16, 2, 64}, 4, kMixed, true, t);
+    expect_matches_reference(b, b.attend_all(scale), scale);
+  }
 }
 
 TEST(PagedAttention, OddShapesMatchReference) {
@@ -123,6 +139,8 @@ TEST(PagedAttention, OddShapesMatchReference) {
   expect_matches_reference(mqa, mqa.attend_all(0.3f), 0.3f);
   Batch mha(rng, {1, 2, 40}, 2, {{9, 9}, {4, 1}}, true);
   expect_matches_reference(mha, mha.attend_all(0.15f), 0.15f);
+  Batch f16(rng, {5, 1, 20}, 3, {{13, 7}, {26, 2}}, true, DType::F16);
+  expect_matches_reference(f16, f16.attend_all(0.3f), 0.3f);
 }
 
 TEST(PagedAttention, ShuffledBlocksEqualContiguousBitwise) {
@@ -138,38 +156,46 @@ TEST(PagedAttention, ShuffledBlocksEqualContiguousBitwise) {
 // A prompt prefilled in chunks (each chunk writing its K/V first) must give every query the same
 // bits as one whole-prompt pass, whatever the thread count.
 TEST(PagedAttention, ChunkedPrefillEqualsWholeBitwise) {
-  std::mt19937 rng(44);
-  const int32_t ctx = 37;
-  Batch b(rng, {8, 2, 64}, 4, {{ctx, ctx}}, true);
-  const auto whole = b.attend_all(0.125f);
+  for (DType t : {DType::F32, DType::F16}) {
+    SCOPED_TRACE(dtype_name(t));
+    std::mt19937 rng(44);
+    const int32_t ctx = 37;
+    Batch b(rng, {8, 2, 64}, 4, {{ctx, ctx}}, true, t);
+    const auto whole = b.attend_all(0.125f);
 
-  const int saved_threads = num_threads();
-  for (int threads : {1, 2}) {
-    set_num_threads(threads);
-    std::fill(b.k_cache.begin(), b.k_cache.end(), NAN);
-    std::fill(b.v_cache.begin(), b.v_cache.end(), NAN);
-    std::vector<float> chunked(b.q.size(), NAN);
-    const int32_t bounds[] = {0, 13, 30, ctx};
-    for (int c = 0; c < 3; ++c) {
-      const int32_t begin = bounds[c], end = bounds[c + 1];
-      b.write(0, begin, end);
-      AttentionArrays seq;
-      seq.add(end - begin, end, b.tables[0]);
-      const int64_t off = begin * b.q_row();
-      paged_attention(b.q.data() + off, b.k_cache.data(), b.v_cache.data(), DType::F32, b.layout, seq.batch(),
-                      b.num_heads, 0.125f, chunked.data() + off);
+    const int saved_threads = num_threads();
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      b.poison_caches();
+      std::vector<float> chunked(b.q.size(), NAN);
+      const int32_t bounds[] = {0, 13, 30, ctx};
+      for (int c = 0; c < 3; ++c) {
+        const int32_t begin = bounds[c], end = bounds[c + 1];
+        b.write(0, begin, end);
+        AttentionArrays seq;
+        seq.add(end - begin, end, b.tables[0]);
+        const int64_t off = begin * b.q_row();
+        paged_attention(b.q.data() + off, b.k_cache.data(), b.v_cache.data(), t, b.layout, seq.batch(), b.num_heads,
+                        0.125f, chunked.data() + off);
+      }
+      ASSERT_EQ(std::memcmp(chunked.data(), whole.data(), whole.size() * 4), 0) << threads << " threads";
     }
-    ASSERT_EQ(std::memcmp(chunked.data(), whole.data(), whole.size() * 4), 0) << threads << " threads";
+    set_num_threads(saved_threads);
   }
-  set_num_threads(saved_threads);
 }
 
-TEST(PagedAttention, CpuCacheIsF32Only) {
+// f16 rows are stored rounded to nearest even; any other type is refused.
+TEST(PagedAttention, CpuCacheIsF32OrF16) {
   const KvLayout l{4, 1, 2};
-  std::vector<float> kc(8), vc(8);
-  const float k[] = {1, 2}, v[] = {3, 4};
-  const int32_t slot = 0;
-  EXPECT_THROW(kv_write(l, DType::F16, kc.data(), vc.data(), k, v, &slot, 1), std::invalid_argument);
+  std::vector<uint16_t> kc(8), vc(8);
+  const float k[] = {1.0f / 3.0f, 65519.0f}, v[] = {-2.5f, 1e-8f};
+  const int32_t slot = 1;
+  kv_write(l, DType::F16, kc.data(), vc.data(), k, v, &slot, 1);
+  EXPECT_EQ(kc[2], fp32_to_fp16(k[0]));
+  EXPECT_EQ(fp16_to_fp32(kc[3]), 65504.0f);
+  EXPECT_EQ(fp16_to_fp32(vc[2]), -2.5f);
+  EXPECT_EQ(vc[3], 0u);  // below half the smallest subnormal
+  EXPECT_THROW(kv_write(l, DType::BF16, kc.data(), vc.data(), k, v, &slot, 1), std::invalid_argument);
 }
 
 TEST(PagedAttention, KvWriteSkipsNegativeSlots) {

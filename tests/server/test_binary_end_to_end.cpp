@@ -49,11 +49,13 @@ TEST_F(BinaryEndToEnd, HttpChatCompletion) {
   ASSERT_EQ(res->status, 200) << res->body;
   const json out = json::parse(res->body);
   EXPECT_EQ(out["object"], "chat.completion");
-  // The binary's default path (8-bit activations, bit-identical on every CPU copy and thread count)
-  // begins greedily as llama.cpp's llama-server does on this file: "L'Étoile, la Marseillaise, la
-  // femme au roi, ..."; the exact f32 path names Paris (HttpRealModel.ChatAnswersInWords).
+  // The binary's default path (8-bit activations, f16 KV cache, bit-identical on every CPU copy and
+  // thread count) begins greedily as llama.cpp's llama-server does on this file: "L'Étoile, la
+  // Marseillaise, la femme" (llama.cpp goes on " au roi", we ",": our top two there are 0.18 apart,
+  // a near tie that 8-bit roundings decide; test_smollm2 measures agreement where it is decisive).
+  // The exact f32 path names Paris (HttpRealModel.ChatAnswersInWords).
   const std::string answer = out["choices"][0]["message"]["content"];
-  EXPECT_EQ(answer.rfind("L'Étoile, la Marseillaise, la femme au", 0), 0u) << out.dump();
+  EXPECT_EQ(answer.rfind("L'Étoile, la Marseillaise, la femme", 0), 0u) << out.dump();
 }
 
 TEST_F(BinaryEndToEnd, GrpcGenerateAndHealth) {

@@ -69,7 +69,7 @@ TEST(ServeLifecycle, SigtermDrainsInFlightRequestsThenExitsCleanly) {
 // A KV cache smaller than the context window: a chat request without max_tokens may fill the
 // cache, not the window, and must not be refused as too long.
 TEST(ServeLifecycle, DefaultMaxTokensFitsASmallKvCache) {
-  test::ServerProcess server(test::tiny_model_for_server(), {"--kv-cache-bytes", "81920"});  // 10 blocks, 160 tokens
+  test::ServerProcess server(test::tiny_model_for_server(), {"--kv-cache-bytes", "40960"});  // 10 f16 blocks, 160 tokens
   httplib::Client client("127.0.0.1", server.http_port());
   const auto models = client.Get("/v1/models");
   ASSERT_TRUE(models);

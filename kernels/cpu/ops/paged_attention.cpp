@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/block_codec.h"
 #include "kernels/cpu/simd.h"
 
 namespace flashserve::kernels::FLASHSERVE_ISA {
@@ -31,8 +33,8 @@ struct KvView {
   // Calls f(j, rows, base) for each run of positions first..n-1 that one cache block holds:
   // positions first + j .. first + j + rows - 1, position first + j + r at base + r * stride().
   // No division per position.
-  template <class F>
-  void for_each_block(const float* cache, int32_t first, int32_t n, F&& f) const {
+  template <class T, class F>
+  void for_each_block(const T* cache, int32_t first, int32_t n, F&& f) const {
     const int32_t bs = layout.block_size;
     for (int32_t p = first; p < n;) {
       const int32_t off = p % bs, rows = std::min(bs - off, n - p);
@@ -49,6 +51,23 @@ struct HeadGroup {
   float* out;
   int32_t heads;
 };
+
+// The cache elements p[0 .. n-1] (fewer than W: zero-filled; none: zeros) as floats. f16 converts
+// exactly, so an f16 cache only changes what kv_write stored.
+inline V load_kv(const float* p, int64_t n) { return n >= W ? load(p) : load_partial(p, int(n)); }
+inline V load_kv(const uint16_t* p, int64_t n) {
+#if defined(FLASHSERVE_AVX512)
+  if (n >= W) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes(int(n)), p));
+#elif defined(FLASHSERVE_AVX2)
+  if (n >= W) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  alignas(16) uint16_t part[W] = {};
+  std::copy(p, p + std::max<int64_t>(n, 0), part);
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(part)));
+#else
+  return n > 0 ? codec::half_to_float(*p) : 0.0f;
+#endif
+}
 
 // out[j] = scale * (the sum of acc[j]'s lanes) for j < count. Each sum runs in one fixed tree,
 // whatever else shares the call: ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) over eight
@@ -77,22 +96,23 @@ void store_sums(const V (&acc)[kRowsAtOnce], float scale, float* out, int count)
 
 // scores[h * n + j] = scale * q_h . K_{first + j}, n = end - first; each block's K rows are read
 // once for the whole group, eight at a time (a shorter run repeats its last row and drops it).
-void group_scores(const KvView& kv, const float* k_cache, const HeadGroup& g, int32_t first, int32_t end, float scale,
+template <class T>
+void group_scores(const KvView& kv, const T* k_cache, const HeadGroup& g, int32_t first, int32_t end, float scale,
                   float* scores) {
   const int64_t hd = kv.layout.head_dim, stride = kv.stride();
   const int32_t n = end - first;
-  kv.for_each_block(k_cache, first, end, [&](int32_t j0, int32_t rows, const float* base) {
+  kv.for_each_block(k_cache, first, end, [&](int32_t j0, int32_t rows, const T* base) {
     for (int32_t r0 = 0; r0 < rows; r0 += kRowsAtOnce) {
       const int count = std::min(kRowsAtOnce, rows - r0);
-      const float* k[kRowsAtOnce];
+      const T* k[kRowsAtOnce];
       for (int j = 0; j < kRowsAtOnce; ++j) k[j] = base + (r0 + std::min(j, count - 1)) * stride;
       for (int32_t h = 0; h < g.heads; ++h) {
         const float* q = g.q + h * hd;
         V acc[kRowsAtOnce];
         for (V& a : acc) a = zero();
         for (int64_t c = 0; c < hd; c += W) {
-          const V qc = load_upto(q + c, hd - c);
-          for (int j = 0; j < kRowsAtOnce; ++j) acc[j] = fma(qc, load_upto(k[j] + c, hd - c), acc[j]);
+          const V qc = load_kv(q + c, hd - c);
+          for (int j = 0; j < kRowsAtOnce; ++j) acc[j] = fma(qc, load_kv(k[j] + c, hd - c), acc[j]);
         }
         store_sums(acc, scale, scores + h * n + j0 + r0, count);
       }
@@ -103,12 +123,13 @@ void group_scores(const KvView& kv, const float* k_cache, const HeadGroup& g, in
 // out_h = sum_j p[h * n + j] * V_{first + j}, in ascending j. A block's V rows stay in L1 while
 // every head of the group consumes them; each head's running sum waits in its output row between
 // blocks (stored and reloaded exactly, so the order of operations per element is just ascending j).
-void group_values(const KvView& kv, const float* v_cache, const HeadGroup& g, int32_t first, int32_t end,
+template <class T>
+void group_values(const KvView& kv, const T* v_cache, const HeadGroup& g, int32_t first, int32_t end,
                   const float* p) {
   const int64_t hd = kv.layout.head_dim, stride = kv.stride();
   const int32_t n = end - first;
   for (int32_t h = 0; h < g.heads; ++h) std::fill(g.out + h * hd, g.out + (h + 1) * hd, 0.0f);
-  kv.for_each_block(v_cache, first, end, [&](int32_t j0, int32_t rows, const float* base) {
+  kv.for_each_block(v_cache, first, end, [&](int32_t j0, int32_t rows, const T* base) {
     for (int32_t h = 0; h < g.heads; ++h) {
       float* out = g.out + h * hd;
       const float* ph = p + h * n + j0;
@@ -117,8 +138,8 @@ void group_values(const KvView& kv, const float* v_cache, const HeadGroup& g, in
         for (int i = 0; i < kOutVecs; ++i) acc[i] = load_partial(out + c0 + i * W, int(hd - c0 - i * W));
         for (int32_t r = 0; r < rows; ++r) {
           const V pj = set1(ph[r]);
-          const float* v = base + r * stride + c0;
-          for (int i = 0; i < kOutVecs; ++i) acc[i] = fma(pj, load_partial(v + i * W, int(hd - c0 - i * W)), acc[i]);
+          const T* v = base + r * stride + c0;
+          for (int i = 0; i < kOutVecs; ++i) acc[i] = fma(pj, load_kv(v + i * W, hd - c0 - i * W), acc[i]);
         }
         for (int i = 0; i < kOutVecs; ++i) store_partial(out + c0 + i * W, acc[i], int(hd - c0 - i * W));
       }
@@ -128,7 +149,8 @@ void group_values(const KvView& kv, const float* v_cache, const HeadGroup& g, in
 
 // Two-pass softmax attention of a head group over positions first..end-1; scratch holds
 // heads * (end - first + 1).
-void attend_group(const KvView& kv, const float* k_cache, const float* v_cache, const HeadGroup& g, int32_t first,
+template <class T>
+void attend_group(const KvView& kv, const T* k_cache, const T* v_cache, const HeadGroup& g, int32_t first,
                   int32_t end, float scale, float* scratch) {
   const int32_t n = end - first;
   float* scores = scratch;
@@ -144,9 +166,19 @@ struct TokenRef {
   int32_t context;  // positions this token attends to: 0 .. context - 1
 };
 
-void check_f32_cache(DType kv_type, const char* op) {
-  if (kv_type != DType::F32)
-    throw_invalid_argument("%s: the CPU KV cache holds f32, not %s", op, dtype_name(kv_type).data());
+void check_cache_type(DType kv_type, const char* op) {
+  if (kv_type != DType::F32 && kv_type != DType::F16)
+    throw_invalid_argument("%s: the CPU KV cache holds f32 or f16, not %s", op, dtype_name(kv_type).data());
+}
+
+template <class T>
+void write_rows(void* cache, size_t dst, const float* src, size_t n) {
+  T* out = static_cast<T*>(cache) + dst;
+  if constexpr (std::is_same_v<T, float>) {
+    std::memcpy(out, src, n * sizeof(float));
+  } else {
+    for (size_t i = 0; i < n; ++i) out[i] = codec::float_to_half(src[i]);
+  }
 }
 
 // A thread's score buffer, reused across calls. Wrapped in a type of this copy's namespace: a
@@ -155,23 +187,9 @@ struct Scratch {
   std::vector<float> scores;
 };
 
-}  // namespace
-
-void kv_write(const KvLayout& layout, DType kv_type, void* k_cache, void* v_cache, const float* k, const float* v,
-              const int32_t* slot_mapping, int64_t num_tokens) {
-  check_f32_cache(kv_type, "kv_write");
-  const size_t row = size_t(layout.num_kv_heads) * size_t(layout.head_dim);
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    if (slot_mapping[t] < 0) continue;  // padding token: nothing to store
-    const size_t dst = size_t(slot_mapping[t]) * row;
-    std::memcpy(static_cast<float*>(k_cache) + dst, k + t * row, row * sizeof(float));
-    std::memcpy(static_cast<float*>(v_cache) + dst, v + t * row, row * sizeof(float));
-  }
-}
-
-void paged_attention(const float* q, const void* k_cache, const void* v_cache, DType kv_type, const KvLayout& layout,
-                     const AttentionBatch& batch, int32_t num_heads, float scale, float* out) {
-  check_f32_cache(kv_type, "paged_attention");
+template <class T>
+void attend_all(const float* q, const T* kc, const T* vc, const KvLayout& layout, const AttentionBatch& batch,
+                int32_t num_heads, float scale, float* out) {
   std::vector<TokenRef> tokens;
   for (int32_t s = 0; s < batch.num_seqs; ++s) {
     const int32_t begin = batch.query_start[s], n = batch.query_start[s + 1] - begin, context = batch.context_lens[s];
@@ -181,8 +199,6 @@ void paged_attention(const float* q, const void* k_cache, const void* v_cache, D
   const int32_t group = num_heads / layout.num_kv_heads;
   const int64_t hd = layout.head_dim;
   const int64_t items = int64_t(tokens.size()) * layout.num_kv_heads;
-  const auto* kc = static_cast<const float*>(k_cache);
-  const auto* vc = static_cast<const float*>(v_cache);
 
   // Work items are (token, KV head) pairs, each computed whole by one thread, so any schedule is
   // deterministic; one by one balances causal prefill, where late tokens see many more positions.
@@ -198,6 +214,33 @@ void paged_attention(const float* q, const void* k_cache, const void* v_cache, D
     const int32_t first = batch.window > 0 ? std::max(0, tok.context - batch.window) : 0;
     attend_group(KvView{layout, table, kv_head}, kc, vc, g, first, tok.context, scale, scratch.scores.data());
   });
+}
+
+}  // namespace
+
+void kv_write(const KvLayout& layout, DType kv_type, void* k_cache, void* v_cache, const float* k, const float* v,
+              const int32_t* slot_mapping, int64_t num_tokens) {
+  check_cache_type(kv_type, "kv_write");
+  const size_t row = size_t(layout.num_kv_heads) * size_t(layout.head_dim);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    if (slot_mapping[t] < 0) continue;  // padding token: nothing to store
+    const size_t dst = size_t(slot_mapping[t]) * row;
+    const auto write = kv_type == DType::F16 ? write_rows<uint16_t> : write_rows<float>;
+    write(k_cache, dst, k + t * row, row);
+    write(v_cache, dst, v + t * row, row);
+  }
+}
+
+void paged_attention(const float* q, const void* k_cache, const void* v_cache, DType kv_type, const KvLayout& layout,
+                     const AttentionBatch& batch, int32_t num_heads, float scale, float* out) {
+  check_cache_type(kv_type, "paged_attention");
+  if (kv_type == DType::F16) {
+    attend_all(q, static_cast<const uint16_t*>(k_cache), static_cast<const uint16_t*>(v_cache), layout, batch, num_heads,
+               scale, out);
+  } else {
+    attend_all(q, static_cast<const float*>(k_cache), static_cast<const float*>(v_cache), layout, batch, num_heads,
+               scale, out);
+  }
 }
 
 }  // namespace flashserve::kernels::FLASHSERVE_ISA
