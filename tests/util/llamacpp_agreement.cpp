@@ -18,8 +18,9 @@ int32_t argmax(const float* row, int32_t n) { return int32_t(std::max_element(ro
 
 }  // namespace
 
-ForwardOutput score_all_positions(const LlamaModel& model, const std::vector<int32_t>& tokens, bool q8) {
-  auto runner = cpu_runner(model, int32_t(tokens.size() + 15) / 16, 16, q8);
+ForwardOutput score_all_positions(const LlamaModel& model, const std::vector<int32_t>& tokens, bool q8,
+                                  kernels::DType kv_type) {
+  auto runner = cpu_runner(model, int32_t(tokens.size() + 15) / 16, 16, q8, kv_type);
   SequenceInput s;
   s.token_ids = tokens;
   std::vector<int32_t> table(size_t(tokens.size() + 15) / 16);

@@ -18,7 +18,8 @@ struct Top1Agreement {
 };
 
 // Logits at every position of `tokens`, one prefill on the CPU (q8: with 8-bit activations).
-ForwardOutput score_all_positions(const LlamaModel& model, const std::vector<int32_t>& tokens, bool q8 = false);
+ForwardOutput score_all_positions(const LlamaModel& model, const std::vector<int32_t>& tokens, bool q8 = false,
+                                  kernels::DType kv_type = kernels::DType::F32);
 
 double top_gap(const nlohmann::json& top);
 

@@ -11,10 +11,11 @@ KvPoolSizer exactly(int32_t num_blocks) {
 
 }  // namespace
 
-std::unique_ptr<LlamaRunner> cpu_runner(const LlamaModel& model, int32_t num_blocks, int32_t block_size, bool q8) {
+std::unique_ptr<LlamaRunner> cpu_runner(const LlamaModel& model, int32_t num_blocks, int32_t block_size, bool q8,
+                                        kernels::DType kv_type) {
   RunnerConfig c;
   c.block_size = block_size;
-  c.kv_type = kernels::DType::F32;
+  c.kv_type = kv_type;
   const int32_t groups = kv_groups(model.config()).num_groups();
   return std::make_unique<LlamaRunner>(model, kernels::make_cpu_backend(q8), c, exactly(num_blocks * groups));
 }

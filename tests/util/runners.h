@@ -8,9 +8,10 @@ namespace flashserve::test {
 
 // A pool of `num_blocks` blocks for each of the model's KV groups (model/kv_groups.h): exactly
 // num_blocks for a model without sliding-window layers.
-// q8: 8-bit activations for quantized weights (make_cpu_backend), else the exact f32 path.
+// q8: 8-bit activations for quantized weights (make_cpu_backend), else the exact f32 path; kv_type:
+// the cache's element type (f32, or f16 as the server stores by default).
 std::unique_ptr<LlamaRunner> cpu_runner(const LlamaModel& model, int32_t num_blocks, int32_t block_size = 16,
-                                        bool q8 = false);
+                                        bool q8 = false, kernels::DType kv_type = kernels::DType::F32);
 
 // One sequence's block tables from one table, in the layout cpu_runner's pool has room for: group g
 // holds block b at b + g * (pool / groups).
