@@ -184,13 +184,12 @@ inline float add_offset(float off, const ChunkScales& s, const ActBlock& a) {
 }
 
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
-// Four rows' scales (rows past R: 0) times the activations' d, each product rounded once, as in the
-// scalar code.
+// One field of four rows' chunk scales (rows past R: 0) as a vector.
 template <int R>
-inline __m128 row_scales(const ChunkScales (&s)[R], float ChunkScales::*half, float xd) {
+inline __m128 row_vector(const ChunkScales (&s)[R], float ChunkScales::*field) {
   alignas(16) float v[4] = {};
-  for (int r = 0; r < R; ++r) v[r] = s[r].*half;
-  return _mm_mul_ps(_mm_load_ps(v), _mm_set1_ps(xd));
+  for (int r = 0; r < R; ++r) v[r] = s[r].*field;
+  return _mm_load_ps(v);
 }
 #endif
 
@@ -205,14 +204,16 @@ void dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y,
   auto chunk = [](int64_t b) { return int(b % C::kChunks); };
   float acc[T][R] = {}, off[T][R] = {};
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
-  // Row r's sum in lane r of one vector per token.
-  __m128 sums[T];
-  for (__m128& v : sums) v = _mm_setzero_ps();
+  // Row r's sums in lane r of one vector per token; each lane's fmas are the scalar code's.
+  __m128 sums[T], offs[T];
+  for (int t = 0; t < T; ++t) sums[t] = offs[t] = _mm_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i wc[4];
     ChunkScales sc[R];
     for (int r = 0; r < 4; ++r) wc[r] = r < R ? weight_codes<C>(block(r, b), chunk(b)) : _mm256_setzero_si256();
     for (int r = 0; r < R; ++r) sc[r] = C::scales(block(r, b), chunk(b));
+    const __m128 scale_lo = row_vector<R>(sc, &ChunkScales::lo), scale_hi = row_vector<R>(sc, &ChunkScales::hi);
+    const __m128 off_lo = row_vector<R>(sc, &ChunkScales::off_lo), off_hi = row_vector<R>(sc, &ChunkScales::off_hi);
     for (int t = 0; t < T; ++t) {
       const ActBlock& ab = a[t * nb + b];
       const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.q));
@@ -220,19 +221,28 @@ void dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y,
       for (int r = 0; r < 4; ++r) l[r] = q8::code_lane_sums<C::kSigned>(wc[r], xq);
       const __m256i halves = q8::quad_sums(l[0], l[1], l[2], l[3]);
       const __m128i lo = _mm256_castsi256_si128(halves), hi = _mm256_extracti128_si256(halves, 1);
+      const __m128 xd = _mm_set1_ps(ab.d);
       if constexpr (C::kHalfScales) {
-        sums[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(lo), row_scales<R>(sc, &ChunkScales::lo, ab.d), sums[t]);
-        sums[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(hi), row_scales<R>(sc, &ChunkScales::hi, ab.d), sums[t]);
+        sums[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(lo), _mm_mul_ps(scale_lo, xd), sums[t]);
+        sums[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(hi), _mm_mul_ps(scale_hi, xd), sums[t]);
       } else {
-        sums[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_add_epi32(lo, hi)), row_scales<R>(sc, &ChunkScales::lo, ab.d), sums[t]);
+        sums[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_add_epi32(lo, hi)), _mm_mul_ps(scale_lo, xd), sums[t]);
       }
-      for (int r = 0; r < R; ++r) off[t][r] = add_offset<C>(off[t][r], sc[r], ab);
+      if constexpr (C::kOffset == Offset::Chunk) offs[t] = _mm_fmadd_ps(off_lo, _mm_set1_ps(ab.s), offs[t]);
+      if constexpr (C::kOffset == Offset::Halves) {
+        offs[t] = _mm_fmadd_ps(off_lo, _mm_set1_ps(ab.s_lo), offs[t]);
+        offs[t] = _mm_fmadd_ps(off_hi, _mm_set1_ps(ab.s_hi), offs[t]);
+      }
     }
   }
   for (int t = 0; t < T; ++t) {
-    alignas(16) float v[4];
+    alignas(16) float v[4], o[4];
     _mm_store_ps(v, sums[t]);
-    for (int r = 0; r < R; ++r) acc[t][r] = v[r];
+    _mm_store_ps(o, offs[t]);
+    for (int r = 0; r < R; ++r) {
+      acc[t][r] = v[r];
+      off[t][r] = o[r];
+    }
   }
 #else
   for (int64_t b = 0; b < nb; ++b) {
@@ -262,13 +272,19 @@ void dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y,
     for (int r = 0; r < R; ++r) y[t * n_out + r] = acc[t][r] + off[t][r];
 }
 
-// Tile shape: rows that share a token's activation block, tokens that share a row's decoded codes.
+// Tile shape: rows that share a token's activation block, tokens that share a row's decoded codes
+// (AVX-512's 32 registers hold twice AVX2's accumulators).
+#if defined(FLASHSERVE_AVX512)
+constexpr int kRows = 4, kTokens = 4;
+#else
 constexpr int kRows = 4, kTokens = 2;
+#endif
 
 template <class C, int R>
 void row_group(const char* w, size_t rb, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out) {
   int64_t t = 0;
   for (; t + kTokens <= num_tokens; t += kTokens) dot_tile<C, R, kTokens>(w, rb, a + t * nb, nb, y + t * n_out, n_out);
+  for (; t + 2 <= num_tokens; t += 2) dot_tile<C, R, 2>(w, rb, a + t * nb, nb, y + t * n_out, n_out);
   if (t < num_tokens) dot_tile<C, R, 1>(w, rb, a + t * nb, nb, y + t * n_out, n_out);
 }
 
