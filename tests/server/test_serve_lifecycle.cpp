@@ -170,6 +170,23 @@ TEST(ServeLifecycle, DeviceCudaWithoutAGpuFailsClearly) {
   EXPECT_TRUE(says_why) << r.log;
 }
 
+// The CPU keeps its KV cache in f16 by default (the test above) or f32, which holds half the tokens
+// in the same bytes; bf16 is a GPU type and is refused by name.
+TEST(ServeLifecycle, KvCacheDtypeOnTheCpu) {
+  const test::ExitResult refused = test::run_to_exit({"serve", "--model", test::tiny_model_for_server(), "--device", "cpu",
+                                                      "--kv-cache-dtype", "bf16", "--port", std::to_string(test::free_port())});
+  EXPECT_EQ(refused.status, 1) << refused.log;
+  EXPECT_NE(refused.log.find("--kv-cache-dtype must be f16 or f32 on the CPU, not 'bf16'"), std::string::npos) << refused.log;
+
+  test::ServerProcess server(test::tiny_model_for_server(),
+                             {"--device", "cpu", "--kv-cache-dtype", "f32", "--kv-cache-bytes", "40960"});  // 5 f32 blocks
+  httplib::Client client("127.0.0.1", server.http_port());
+  const auto models = client.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(json::parse(models->body)["data"][0]["max_model_len"], 80);
+  EXPECT_NE(server.log().find("KV cache F32"), std::string::npos) << server.log();
+}
+
 // --chat-template replaces the model's template: a broken file stops the start with its position,
 // a working one is what the prompt is rendered with.
 TEST(ServeLifecycle, ChatTemplateFileIsUsedOrRefused) {
