@@ -68,16 +68,32 @@ BENCHMARK_CAPTURE(BM_Matmul, Q4_1_q8, DType::Q4_1, true)->Apply(MatmulShapes);
 BENCHMARK_CAPTURE(BM_Matmul, Q5_0, DType::Q5_0)->Apply(MatmulShapes);
 BENCHMARK_CAPTURE(BM_Matmul, Q5_0_q8, DType::Q5_0, true)->Apply(MatmulShapes);
 
+// Runs a benchmark on compiled copy kCpuIsas[index] of the CPU kernels (labelled with its name), or
+// skips it where this CPU cannot; the copy in use before comes back at the end.
+class OnKernelCopy {
+ public:
+  OnKernelCopy(benchmark::State& state, int64_t index) : isa_(kCpuIsas[index]), before_(cpu_isa()) {
+    if (!cpu_supports(isa_)) {
+      state.SkipWithError((std::string("this CPU cannot run the ") + cpu_isa_name(isa_) + " kernels").c_str());
+      return;
+    }
+    set_cpu_isa(isa_);
+    state.SetLabel(cpu_isa_name(isa_));
+  }
+  ~OnKernelCopy() { set_cpu_isa(before_); }
+  bool runs() const { return cpu_isa() == isa_; }
+
+ private:
+  CpuIsa isa_, before_;
+};
+
 // The server's path for Q4_0, Q4_1 and Q8_0 with 8-bit activations: rows packed at load
 // (pack_rows_for_q8), on one compiled copy of the kernels (kernels/cpu_isa.h: 1 avx2 .. 4 avx512-vnni).
 // Args: n_out, k, num_tokens, kernels.
 void BM_MatmulPacked(benchmark::State& state, DType t) {
   const int64_t n_out = state.range(0), k = state.range(1), nt = state.range(2);
-  const CpuIsa isa = kCpuIsas[state.range(3)], before = cpu_isa();
-  if (!cpu_supports(isa)) {
-    state.SkipWithError((std::string("this CPU cannot run the ") + cpu_isa_name(isa) + " kernels").c_str());
-    return;
-  }
+  const OnKernelCopy copy(state, state.range(3));
+  if (!copy.runs()) return;
   const size_t rb = row_bytes(t, k);
   std::vector<uint8_t> w(rb * size_t(n_out)), packed(q8_packed_bytes(t, n_out, k));
   const auto row = random_floats(size_t(k), 1);
@@ -85,14 +101,11 @@ void BM_MatmulPacked(benchmark::State& state, DType t) {
   pack_rows_for_q8(w.data(), t, n_out, k, packed.data());
   const auto x = random_floats(size_t(nt * k), 2);
   std::vector<float> y(size_t(nt * n_out));
-  set_cpu_isa(isa);
   for (auto _ : state) {
     matmul_q8_packed(x.data(), nt, k, packed.data(), t, n_out, y.data());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  set_cpu_isa(before);
-  state.SetLabel(cpu_isa_name(isa));
   state.SetBytesProcessed(state.iterations() * int64_t(w.size()));
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * double(nt * k * n_out), benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -125,11 +138,8 @@ BENCHMARK_CAPTURE(BM_Matmul, Q6_K_q8, DType::Q6_K, true)->Apply(SuperBlockShapes
 // Args: sequences, context length, queries per sequence (1 = decode, context = prefill), kernels.
 void BM_PagedAttention(benchmark::State& state) {
   const int32_t num_seqs = int32_t(state.range(0)), ctx = int32_t(state.range(1)), nq = int32_t(state.range(2));
-  const CpuIsa isa = kCpuIsas[state.range(3)], before = cpu_isa();
-  if (!cpu_supports(isa)) {
-    state.SkipWithError((std::string("this CPU cannot run the ") + cpu_isa_name(isa) + " kernels").c_str());
-    return;
-  }
+  const OnKernelCopy copy(state, state.range(3));
+  if (!copy.runs()) return;
   const KvLayout layout{16, 3, 64};
   const int32_t heads = 9, blocks_per_seq = (ctx + layout.block_size - 1) / layout.block_size;
   const int64_t kv_row = int64_t(layout.num_kv_heads) * layout.head_dim;
@@ -142,14 +152,11 @@ void BM_PagedAttention(benchmark::State& state) {
   const AttentionBatch batch{query_start.data(), context_lens.data(), tables.data(), num_seqs, blocks_per_seq, nq, ctx};
   const auto q = random_floats(size_t(num_seqs) * size_t(nq) * heads * layout.head_dim, 5);
   std::vector<float> out(q.size());
-  set_cpu_isa(isa);
   for (auto _ : state) {
     paged_attention(q.data(), k_cache.data(), v_cache.data(), DType::F32, layout, batch, heads, 0.125f, out.data());
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  set_cpu_isa(before);
-  state.SetLabel(cpu_isa_name(isa));
   // Positions attended summed over queries (causal): each costs a K dot and a V axpy per head.
   double attended = 0;
   for (int32_t i = 0; i < nq; ++i) attended += double(ctx - nq + i + 1);

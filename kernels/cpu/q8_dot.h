@@ -58,14 +58,10 @@ inline __m256i code_lane_sums(__m256i w, __m256i x) {
   return lane_sums(w, x);
 }
 
-// Lane i: the four products of bytes 4i..4i+3 of w_lo and x_lo plus those of w_hi and x_hi. Without
-// VNNI, 4-bit codes (kSigned false: 0..15) add their int16 pair sums before widening (at most
-// 2 * 2 * 15 * 127); 8-bit ones widen first.
-template <bool kSigned>
-inline __m256i two_lane_sums(__m256i w_lo, __m256i x_lo, __m256i w_hi, __m256i x_hi) {
-  if constexpr (kSigned) {
-    return add_lane_sums(signed_lane_sums(w_lo, x_lo), _mm256_sign_epi8(w_hi, w_hi), _mm256_sign_epi8(x_hi, w_hi));
-  }
+// Lane i: the four products of bytes 4i..4i+3 of w_lo and x_lo plus those of w_hi and x_hi, for
+// 4-bit codes (0..15): without VNNI their int16 pair sums add before widening (at most
+// 2 * 2 * 15 * 127).
+inline __m256i nibble_lane_sums(__m256i w_lo, __m256i x_lo, __m256i w_hi, __m256i x_hi) {
 #if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
   return add_lane_sums(lane_sums(w_lo, x_lo), w_hi, x_hi);
 #else

@@ -202,7 +202,6 @@ void dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y,
     return reinterpret_cast<const Block*>(w + r * rb)[b / C::kChunks];
   };
   auto chunk = [](int64_t b) { return int(b % C::kChunks); };
-  float acc[T][R] = {}, off[T][R] = {};
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
   // Row r's sums in lane r of one vector per token; each lane's fmas are the scalar code's.
   __m128 sums[T], offs[T];
@@ -236,15 +235,12 @@ void dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y,
     }
   }
   for (int t = 0; t < T; ++t) {
-    alignas(16) float v[4], o[4];
-    _mm_store_ps(v, sums[t]);
-    _mm_store_ps(o, offs[t]);
-    for (int r = 0; r < R; ++r) {
-      acc[t][r] = v[r];
-      off[t][r] = o[r];
-    }
+    alignas(16) float v[4];
+    _mm_store_ps(v, _mm_add_ps(sums[t], offs[t]));
+    std::copy(v, v + R, y + t * n_out);
   }
 #else
+  float acc[T][R] = {}, off[T][R] = {};
   for (int64_t b = 0; b < nb; ++b) {
     for (int r = 0; r < R; ++r) {
       const Block& blk = block(r, b);
@@ -267,9 +263,9 @@ void dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y,
       }
     }
   }
-#endif
   for (int t = 0; t < T; ++t)
     for (int r = 0; r < R; ++r) y[t * n_out + r] = acc[t][r] + off[t][r];
+#endif
 }
 
 // Tile shape: rows that share a token's activation block, tokens that share a row's decoded codes

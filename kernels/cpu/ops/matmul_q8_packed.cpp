@@ -47,11 +47,11 @@ template <class B>
 Unpacked unpack(const uint8_t* p) {
   Unpacked u;
   u.d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  u.off = _mm256_setzero_ps();
   if constexpr (kOffset<B> == Offset::Min) {
     u.off = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + q8_packed::kMinAt<B>)));
-  } else {
-    u.off = _mm256_mul_ps(u.d, _mm256_set1_ps(-8.0f));
   }
+  if constexpr (kOffset<B> == Offset::MinusEightD) u.off = _mm256_mul_ps(u.d, _mm256_set1_ps(-8.0f));
   const uint8_t* codes = p + q8_packed::kCodesAt<B>;
   for (int i = 0; i < 4; ++i) {
     if constexpr (kNibbles<B>) {
@@ -82,7 +82,7 @@ void group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y, int64
       __m256i l[4];
       for (int i = 0; i < 4; ++i) {
         if constexpr (kNibbles<B>) {
-          l[i] = q8::two_lane_sums<false>(u.lo[i], x_lo, u.hi[i], x_hi);
+          l[i] = q8::nibble_lane_sums(u.lo[i], x_lo, u.hi[i], x_hi);
         } else {
           const __m256i lo = q8::lane_sums(u.lo[i], _mm256_sign_epi8(x_lo, u.lo_sign[i]));
           l[i] = q8::add_lane_sums(lo, u.hi[i], _mm256_sign_epi8(x_hi, u.hi_sign[i]));

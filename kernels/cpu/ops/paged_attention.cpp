@@ -54,7 +54,7 @@ struct HeadGroup {
 
 // The cache elements p[0 .. n-1] (fewer than W: zero-filled; none: zeros) as floats. f16 converts
 // exactly, so an f16 cache only changes what kv_write stored.
-inline V load_kv(const float* p, int64_t n) { return n >= W ? load(p) : load_partial(p, int(n)); }
+inline V load_kv(const float* p, int64_t n) { return load_upto(p, n); }
 inline V load_kv(const uint16_t* p, int64_t n) {
 #if defined(FLASHSERVE_AVX512)
   if (n >= W) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -222,10 +222,10 @@ void kv_write(const KvLayout& layout, DType kv_type, void* k_cache, void* v_cach
               const int32_t* slot_mapping, int64_t num_tokens) {
   check_cache_type(kv_type, "kv_write");
   const size_t row = size_t(layout.num_kv_heads) * size_t(layout.head_dim);
+  const auto write = kv_type == DType::F16 ? write_rows<uint16_t> : write_rows<float>;
   for (int64_t t = 0; t < num_tokens; ++t) {
     if (slot_mapping[t] < 0) continue;  // padding token: nothing to store
     const size_t dst = size_t(slot_mapping[t]) * row;
-    const auto write = kv_type == DType::F16 ? write_rows<uint16_t> : write_rows<float>;
     write(k_cache, dst, k + t * row, row);
     write(v_cache, dst, v + t * row, row);
   }
