@@ -37,6 +37,8 @@ enum class Op {
 const char* op_name(Op op);
 
 // The shape facts support can depend on beyond the element type; zero where they do not apply.
+// Callers name the fields (designated initializers): positional ones silently shifted when window
+// was added, and the GPU then refused every MoE model.
 struct OpShape {
   int64_t head_dim = 0;
   int64_t group = 0;  // query heads per KV head

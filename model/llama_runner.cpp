@@ -65,7 +65,7 @@ void LlamaRunner::State::check_support() const {
       for (const WeightMatrix* w : {&l.w_gate, &l.w_up, &l.w_down}) require(*be, Op::Matmul, w->type, none, at + " FFN");
     }
   }
-  const kernels::OpShape attn{cfg.head_dim, cfg.num_heads / cfg.num_kv_heads, 0, 0, 0};
+  const kernels::OpShape attn{.head_dim = cfg.head_dim, .group = cfg.num_heads / cfg.num_kv_heads};
   const std::string heads = "head dim " + std::to_string(cfg.head_dim) + ", " + std::to_string(attn.group) +
                             " query heads per KV head";
   require(*be, Op::KvWrite, opt.kv_type, attn, "KV cache, " + heads);
@@ -80,7 +80,7 @@ void LlamaRunner::State::check_support() const {
   for (Op op : {Op::RmsNorm, Op::Rope, Op::SwiGLU, Op::SampleRows}) require(*be, op, DType::F32, none, "activations");
   if (!model.layers().empty() && !model.layers()[0].bq.empty()) require(*be, Op::AddBias, DType::F32, none, "Q/K/V bias");
   if (cfg.is_moe()) {
-    require(*be, Op::MoeRoute, DType::F32, {0, 0, cfg.num_experts, cfg.num_experts_used, 0},
+    require(*be, Op::MoeRoute, DType::F32, {.experts = cfg.num_experts, .top_k = cfg.num_experts_used},
             std::to_string(cfg.num_experts) + " experts, " + std::to_string(cfg.num_experts_used) + " per token");
   }
 }

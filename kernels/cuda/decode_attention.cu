@@ -13,6 +13,7 @@
 // f32 math on CUDA cores for now; tensor cores are a later tuning step on a real GPU.
 #include "kernels/cuda/attention_tile.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
 
 namespace flashserve::kernels::cuda {
 namespace {
@@ -127,11 +128,11 @@ void decode_attention(const float* q, const void* k_cache, const void* v_cache, 
     using T = decltype(tag);
     constexpr int D = decltype(dim)::value;
     const dim3 split_grid(unsigned(splits), unsigned(layout.num_kv_heads), unsigned(batch.num_seqs));
-    decode_split_kernel<T, D><<<split_grid, kThreads, 0, stream>>>(q, static_cast<const uint4*>(k_cache),
-                                                                   static_cast<const uint4*>(v_cache), layout, batch,
-                                                                   num_heads, scale * kLog2e, ws, splits);
+    FLASHSERVE_LAUNCH(split_grid, kThreads, 0, stream, decode_split_kernel<T, D>)(
+        q, static_cast<const uint4*>(k_cache), static_cast<const uint4*>(v_cache), layout, batch, num_heads,
+        scale * kLog2e, ws, splits);
     FLASHSERVE_CUDA_CHECK(cudaGetLastError());
-    decode_merge_kernel<D><<<dim3(unsigned(num_heads), unsigned(batch.num_seqs)), D, 0, stream>>>(
+    FLASHSERVE_LAUNCH(dim3(unsigned(num_heads), unsigned(batch.num_seqs)), D, 0, stream, decode_merge_kernel<D>)(
         ws, batch.context_lens, batch.window, num_heads, splits, out);
     FLASHSERVE_CUDA_CHECK(cudaGetLastError());
   });

@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/elementwise.h"
 
 namespace flashserve::kernels::cuda {
@@ -25,13 +26,13 @@ __global__ void scale_kernel(float* x, float s, int64_t n) {
 void add_bias(float* x, const float* bias, int64_t num_rows, int64_t dim, CUstream_st* stream) {
   const int64_t total = num_rows * dim;
   if (total <= 0) return;
-  add_bias_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, bias, total, dim);
+  FLASHSERVE_LAUNCH(blocks_for(total), kThreads, 0, stream, add_bias_kernel)(x, bias, total, dim);
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
 
 void scale(float* x, float s, int64_t n, CUstream_st* stream) {
   if (n <= 0) return;
-  scale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, s, n);
+  FLASHSERVE_LAUNCH(blocks_for(n), kThreads, 0, stream, scale_kernel)(x, s, n);
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/quant_decode.cuh"
 #include "kernels/matmul.h"
 
@@ -79,15 +80,16 @@ __global__ void get_rows_chunks_kernel(const char* w, size_t row_stride, int64_t
 template <DType T>
 void launch(const void* w, int64_t k, const int32_t* ids, int64_t n, float* out, cudaStream_t stream) {
   const size_t row_stride = size_t(k / block_layout(T).elems * block_layout(T).bytes);
-  get_rows_kernel<T><<<unsigned(n), kThreads, 0, stream>>>(static_cast<const uint8_t*>(w), row_stride, k, ids, out);
+  FLASHSERVE_LAUNCH(unsigned(n), kThreads, 0, stream, get_rows_kernel<T>)(
+      static_cast<const uint8_t*>(w), row_stride, k, ids, out);
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
 
 template <class D>
 void launch_chunks(const void* w, int64_t k, const int32_t* ids, int64_t n, float* out, cudaStream_t stream) {
   const size_t row_stride = size_t(k / D::kElems * D::kBytes);
-  get_rows_chunks_kernel<D>
-      <<<unsigned(n), kThreads, 0, stream>>>(static_cast<const char*>(w), row_stride, k, ids, out);
+  FLASHSERVE_LAUNCH(unsigned(n), kThreads, 0, stream, get_rows_chunks_kernel<D>)(
+      static_cast<const char*>(w), row_stride, k, ids, out);
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
 

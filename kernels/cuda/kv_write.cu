@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/paged_attention.h"
 
 namespace flashserve::kernels::cuda {
@@ -36,8 +37,8 @@ template <class T>
 void launch(void* k_cache, void* v_cache, const float* k, const float* v, const int32_t* slot_mapping, int64_t row,
             int64_t total, CUstream_st* stream) {
   const int64_t blocks = (total + kThreads - 1) / kThreads;
-  kv_write_kernel<T><<<unsigned(blocks), kThreads, 0, stream>>>(static_cast<T*>(k_cache), static_cast<T*>(v_cache), k,
-                                                                v, slot_mapping, row, total);
+  FLASHSERVE_LAUNCH(unsigned(blocks), kThreads, 0, stream, kv_write_kernel<T>)(
+      static_cast<T*>(k_cache), static_cast<T*>(v_cache), k, v, slot_mapping, row, total);
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
 

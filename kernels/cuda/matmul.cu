@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/quant_decode.cuh"
 #include "kernels/matmul.h"
 
@@ -171,13 +172,13 @@ void launch_gemv(const float* x, int64_t num_tokens, int64_t k, const void* w, s
   const auto* wb = static_cast<const char*>(w);
   const int nt = int(num_tokens);
   if (nt == 1)
-    gemv_kernel<D, 1><<<grid, kGemvWarps * kWarp, 0, stream>>>(x, nt, k, wb, row_bytes, n_out, y);
+    FLASHSERVE_LAUNCH(grid, kGemvWarps * kWarp, 0, stream, gemv_kernel<D, 1>)(x, nt, k, wb, row_bytes, n_out, y);
   else if (nt == 2)
-    gemv_kernel<D, 2><<<grid, kGemvWarps * kWarp, 0, stream>>>(x, nt, k, wb, row_bytes, n_out, y);
+    FLASHSERVE_LAUNCH(grid, kGemvWarps * kWarp, 0, stream, gemv_kernel<D, 2>)(x, nt, k, wb, row_bytes, n_out, y);
   else if (nt <= 4)
-    gemv_kernel<D, 4><<<grid, kGemvWarps * kWarp, 0, stream>>>(x, nt, k, wb, row_bytes, n_out, y);
+    FLASHSERVE_LAUNCH(grid, kGemvWarps * kWarp, 0, stream, gemv_kernel<D, 4>)(x, nt, k, wb, row_bytes, n_out, y);
   else
-    gemv_kernel<D, 8><<<grid, kGemvWarps * kWarp, 0, stream>>>(x, nt, k, wb, row_bytes, n_out, y);
+    FLASHSERVE_LAUNCH(grid, kGemvWarps * kWarp, 0, stream, gemv_kernel<D, 8>)(x, nt, k, wb, row_bytes, n_out, y);
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
 static_assert(kGemvMaxTokens == 8, "launch_gemv instantiates token tiles up to 8");
@@ -222,7 +223,7 @@ unsigned elementwise_grid(int64_t n) {
 
 template <class D>
 void launch_dequantize(const void* w, int64_t num_chunks, __half* out, cudaStream_t stream) {
-  dequantize_kernel<D><<<elementwise_grid(num_chunks), kElementwiseThreads, 0, stream>>>(
+  FLASHSERVE_LAUNCH(elementwise_grid(num_chunks), kElementwiseThreads, 0, stream, dequantize_kernel<D>)(
       static_cast<const char*>(w), num_chunks, out);
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
@@ -447,7 +448,7 @@ void expand_weights(const void* w, DType wtype, int64_t k, int64_t n_out, __half
 
 template <typename H>
 void convert_x(const float* x, int64_t n, void* out, cudaStream_t stream) {
-  convert_kernel<H><<<elementwise_grid(n), kElementwiseThreads, 0, stream>>>(x, n, static_cast<H*>(out));
+  FLASHSERVE_LAUNCH(elementwise_grid(n), kElementwiseThreads, 0, stream, convert_kernel<H>)(x, n, static_cast<H*>(out));
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,6 +1,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/moe_routing.h"
 
 namespace flashserve::kernels::cuda {
@@ -28,14 +29,14 @@ __global__ void weighted_sum_kernel(const float* rows, const float* weights, int
 
 void scatter_rows(const float* src, int64_t n, int64_t dim, const int32_t* ids, float* dst, CUstream_st* stream) {
   if (n <= 0 || dim <= 0) return;
-  scatter_kernel<<<unsigned(n), kThreads, 0, stream>>>(src, dim, ids, dst);
+  FLASHSERVE_LAUNCH(unsigned(n), kThreads, 0, stream, scatter_kernel)(src, dim, ids, dst);
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
 
 void weighted_sum_rows(const float* rows, const float* weights, int64_t n, int32_t k, int64_t dim, float* out,
                        CUstream_st* stream) {
   if (n <= 0 || dim <= 0) return;
-  weighted_sum_kernel<<<unsigned(n), kThreads, 0, stream>>>(rows, weights, k, dim, out);
+  FLASHSERVE_LAUNCH(unsigned(n), kThreads, 0, stream, weighted_sum_kernel)(rows, weights, k, dim, out);
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/moe_routing.h"
 
 namespace flashserve::kernels::cuda {
@@ -237,16 +238,15 @@ void moe_route(const float* logits, int64_t num_tokens, int32_t num_experts, int
   const int64_t tiles = num_tiles(num_tokens);
   auto* tile_counts = static_cast<int32_t*>(workspace);
   if (tiles > 0) {
-    route_kernel<<<unsigned(tiles), kRouteThreads, 0, stream>>>(logits, num_tokens, num_experts, top_k, renormalize,
-                                                                 out.topk_ids, out.topk_weights, tile_counts);
+    FLASHSERVE_LAUNCH(unsigned(tiles), kRouteThreads, 0, stream, route_kernel)(
+        logits, num_tokens, num_experts, top_k, renormalize, out.topk_ids, out.topk_weights, tile_counts);
     FLASHSERVE_CUDA_CHECK(cudaGetLastError());
   }
-  scan_kernel<<<1, kScanThreads, 0, stream>>>(tile_counts, tiles, num_experts, out.expert_offsets);
+  FLASHSERVE_LAUNCH(1, kScanThreads, 0, stream, scan_kernel)(tile_counts, tiles, num_experts, out.expert_offsets);
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
   if (tiles > 0) {
-    scatter_kernel<<<unsigned(tiles), kScatterThreads, 0, stream>>>(out.topk_ids, num_tokens * top_k, top_k,
-                                                                     num_experts, tile_counts, out.expert_offsets,
-                                                                     out.sorted_assignments);
+    FLASHSERVE_LAUNCH(unsigned(tiles), kScatterThreads, 0, stream, scatter_kernel)(
+        out.topk_ids, num_tokens * top_k, top_k, num_experts, tile_counts, out.expert_offsets, out.sorted_assignments);
     FLASHSERVE_CUDA_CHECK(cudaGetLastError());
   }
 }

@@ -8,6 +8,7 @@
 // f32 math on CUDA cores for now; tensor cores are a later tuning step on a real GPU.
 #include "kernels/cuda/attention_tile.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
 
 namespace flashserve::kernels::cuda {
 namespace {
@@ -67,9 +68,9 @@ void prefill_attention(const float* q, const void* k_cache, const void* v_cache,
     constexpr int D = decltype(dim)::value;
     const dim3 grid(unsigned((batch.max_num_queries + kBlockQ<D> - 1) / kBlockQ<D>), unsigned(num_heads),
                     unsigned(batch.num_seqs));
-    prefill_kernel<T, D><<<grid, kThreads, 0, stream>>>(q, static_cast<const uint4*>(k_cache),
-                                                        static_cast<const uint4*>(v_cache), layout, batch, num_heads,
-                                                        scale * kLog2e, out);
+    FLASHSERVE_LAUNCH(grid, kThreads, 0, stream, prefill_kernel<T, D>)(
+        q, static_cast<const uint4*>(k_cache), static_cast<const uint4*>(v_cache), layout, batch, num_heads,
+        scale * kLog2e, out);
     FLASHSERVE_CUDA_CHECK(cudaGetLastError());
   });
 }

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/rmsnorm.h"
 
 namespace flashserve::kernels::cuda {
@@ -65,7 +66,7 @@ constexpr int64_t kMaxCachedDim = 8192;
 template <int kVec>
 __global__ void add_rmsnorm_kernel(float* x, const float* residual, const float* weight, float* y, int64_t dim,
                                    float eps, bool cached) {
-  extern __shared__ float4 smem[];  // float4 so the cache is 16-byte aligned for Pack<4>
+  FLASHSERVE_DYNAMIC_SHARED(float4, smem);  // float4 so the cache is 16-byte aligned for Pack<4>
   float* summed = reinterpret_cast<float*>(smem);
   float* row = x + blockIdx.x * dim;
   const float* res = residual + blockIdx.x * dim;
@@ -104,7 +105,7 @@ void check_rows(int64_t num_rows, int64_t dim, const char* op) {
 void rmsnorm(const float* x, const float* weight, float* y, int64_t num_rows, int64_t dim, float eps,
              CUstream_st* stream) {
   check_rows(num_rows, dim, "cuda::rmsnorm");
-  rmsnorm_kernel<<<unsigned(num_rows), kThreads, 0, stream>>>(x, weight, y, dim, eps);
+  FLASHSERVE_LAUNCH(unsigned(num_rows), kThreads, 0, stream, rmsnorm_kernel)(x, weight, y, dim, eps);
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -115,9 +116,11 @@ void add_rmsnorm(float* x, const float* residual, const float* weight, float* y,
   const size_t smem = cached ? size_t(dim) * sizeof(float) : 0;
   // float4 needs every row start aligned, hence dim % 4 as well as aligned bases.
   if (dim % 4 == 0 && aligned16(x) && aligned16(residual) && aligned16(weight) && aligned16(y)) {
-    add_rmsnorm_kernel<4><<<unsigned(num_rows), kThreads, smem, stream>>>(x, residual, weight, y, dim, eps, cached);
+    FLASHSERVE_LAUNCH(unsigned(num_rows), kThreads, smem, stream, add_rmsnorm_kernel<4>)(
+        x, residual, weight, y, dim, eps, cached);
   } else {
-    add_rmsnorm_kernel<1><<<unsigned(num_rows), kThreads, smem, stream>>>(x, residual, weight, y, dim, eps, cached);
+    FLASHSERVE_LAUNCH(unsigned(num_rows), kThreads, smem, stream, add_rmsnorm_kernel<1>)(
+        x, residual, weight, y, dim, eps, cached);
   }
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }

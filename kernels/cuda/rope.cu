@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/rope.h"
 
 namespace flashserve::kernels::cuda {
@@ -73,7 +74,8 @@ void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_he
   const int64_t total = num_tokens * ((num_heads + kHeadsPerThread - 1) / kHeadsPerThread) * pairs;
   if (total == 0) return;
   const int64_t blocks = std::min((total + kThreads - 1) / kThreads, kMaxBlocks);
-  rope_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(x, positions, num_tokens, num_heads, head_dim, p);
+  FLASHSERVE_LAUNCH(unsigned(blocks), kThreads, 0, stream, rope_kernel)(
+      x, positions, num_tokens, num_heads, head_dim, p);
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/sampling.h"
 
 namespace flashserve::kernels::cuda {
@@ -225,7 +226,7 @@ __device__ void draw(const Row& r, unsigned long long cutoff, float min_prob, do
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(float* logits, int vocab, bool cache_row, const SamplingRow* rows, const TokenAdjust* adjusts,
                   const uint32_t* masks, int32_t* tokens) {
-  extern __shared__ float row_cache[];
+  FLASHSERVE_DYNAMIC_SHARED(float, row_cache);
   __shared__ Shared s;
   const SamplingRow row = rows[blockIdx.x];
   float* l = logits + static_cast<size_t>(blockIdx.x) * vocab;
@@ -280,8 +281,8 @@ void sample_rows(float* logits, int32_t num_rows, int32_t vocab, const SamplingR
   // Above 48 KiB a kernel must opt in; not a stream operation, so it is allowed during graph capture.
   FLASHSERVE_CUDA_CHECK(
       cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(cache)));
-  sample_kernel<<<static_cast<unsigned>(num_rows), kThreads, cache, stream>>>(logits, vocab, cache > 0, rows, adjusts,
-                                                                              masks, tokens);
+  FLASHSERVE_LAUNCH(static_cast<unsigned>(num_rows), kThreads, cache, stream, sample_kernel)(
+      logits, vocab, cache > 0, rows, adjusts, masks, tokens);
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/swiglu.h"
 
 namespace flashserve::kernels::cuda {
@@ -34,7 +35,7 @@ void geglu(const float* gate, const float* up, float* out, int64_t n, CUstream_s
   if (n < 0) throw std::invalid_argument("cuda::geglu: negative length");
   if (n == 0) return;
   const int64_t blocks = std::min((n + kThreads - 1) / kThreads, kMaxBlocks);
-  geglu_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(gate, up, out, n);
+  FLASHSERVE_LAUNCH(unsigned(blocks), kThreads, 0, stream, geglu_kernel)(gate, up, out, n);
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -42,7 +43,7 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n, CUstream_
   if (n < 0) throw std::invalid_argument("cuda::swiglu: negative length");
   if (n == 0) return;
   const int64_t blocks = std::min((n + kThreads - 1) / kThreads, kMaxBlocks);
-  swiglu_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(gate, up, out, n);
+  FLASHSERVE_LAUNCH(unsigned(blocks), kThreads, 0, stream, swiglu_kernel)(gate, up, out, n);
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
 

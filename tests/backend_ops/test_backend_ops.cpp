@@ -326,13 +326,13 @@ TEST(BackendOps, KvWriteAndAttention) {
     for (DType kv_type : {DType::F32, DType::F16, DType::BF16}) {
       for (int64_t hd : {64, 128}) {
         for (int32_t group : {1, 4}) {
-          const kernels::OpShape shape{hd, group, 0, 0, 0};
+          const kernels::OpShape shape{.head_dim = hd, .group = group};
           if (!runs(*be, Op::KvWrite, kv_type, shape) || !runs(*be, Op::Attention, kv_type, shape)) continue;
           SCOPED_TRACE(be->name() + " kv " + std::string(kernels::dtype_name(kv_type)) + " head_dim " +
                        std::to_string(hd) + " group " + std::to_string(group));
           check_attention(*be, kv_type, hd, 2 * group, 2, prefill, rng);
           check_attention(*be, kv_type, hd, 2 * group, 2, decode, rng);
-          const kernels::OpShape windowed{hd, group, 0, 0, 24};
+          const kernels::OpShape windowed{.head_dim = hd, .group = group, .window = 24};
           if (!runs(*be, Op::Attention, kv_type, windowed)) continue;
           check_attention(*be, kv_type, hd, 2 * group, 2, prefill, rng, 24);  // Gemma 3's local layers
           check_attention(*be, kv_type, hd, 2 * group, 2, decode, rng, 24);
@@ -349,7 +349,7 @@ TEST(BackendOps, MixtureOfExpertsRoutingScatterAndSum) {
   const auto logits = random_floats(rng, size_t(tokens * experts), -4.0f, 4.0f);
   std::vector<int32_t> cpu_ids, cpu_offsets, cpu_sorted;
   for (auto& be : all_backends()) {
-    if (!runs(*be, Op::MoeRoute, DType::F32, {0, 0, experts, top_k, 0})) continue;
+    if (!runs(*be, Op::MoeRoute, DType::F32, {.experts = experts, .top_k = top_k})) continue;
     SCOPED_TRACE(be->name());
     be->reserve(limits());
     On<float> dl(*be, logits), weights(*be, size_t(tokens * top_k));
