@@ -174,6 +174,8 @@ std::unique_ptr<Backend> make_cpu_backend(bool q8_activations = false, std::opti
 // CUDA devices usable by this process: 0 in a build without CUDA, without a driver or a GPU.
 int cuda_device_count();
 // Device 0. Throws std::runtime_error when cuda_device_count() is 0 (naming why).
-std::unique_ptr<Backend> make_cuda_backend();
+// batch_invariant: every row's result is independent of what else is in the step (see
+// docs/cuda.md), at the price of the GEMM and flash-decoding kernels; the CPU always is.
+std::unique_ptr<Backend> make_cuda_backend(bool batch_invariant = false);
 
 }  // namespace flashserve::kernels

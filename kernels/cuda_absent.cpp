@@ -7,7 +7,7 @@ namespace flashserve::kernels {
 
 int cuda_device_count() { return 0; }
 
-std::unique_ptr<Backend> make_cuda_backend() {
+std::unique_ptr<Backend> make_cuda_backend(bool) {
   throw std::runtime_error("--device cuda: this build has no CUDA backend (nvcc was not found at build time)");
 }
 

@@ -25,6 +25,9 @@ struct RunnerOptions {
   // default, f16 on a GPU and f32 (exact, the reference) on the CPU.
   std::string kv_dtype;
   bool cuda_graphs = true;
+  // GPU: a request's tokens are the same alone as in any batch (kernels::make_cuda_backend); the CPU
+  // always is, so there it changes nothing.
+  bool batch_invariant = false;
   bool cpu_q8_activations = false;  // CPU: 8-bit activations and integer dots where the weights allow
 };
 

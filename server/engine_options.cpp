@@ -56,6 +56,9 @@ void EngineOptions::add_to(CLI::App& app) {
       ->check(CLI::IsMember({"q8", "f32"}))
       ->capture_default_str();
   app.add_flag("--no-cuda-graphs", no_cuda_graphs, "cuda: launch decode steps kernel by kernel instead of replaying graphs");
+  app.add_flag("--batch-invariant", batch_invariant,
+               "cuda: a request's tokens are the same alone as in any batch (GEMV for every matmul, one attention "
+               "kernel for prefill and decode; slower for large batches and long contexts). The CPU always is");
 }
 
 EngineConfig EngineOptions::engine_config() const {
@@ -91,6 +94,7 @@ std::unique_ptr<ModelRunner> EngineOptions::make_runner(const LlamaModel& model)
   o.gpu_memory_fraction = gpu_memory_fraction;
   o.kv_dtype = kv_cache_dtype;
   o.cuda_graphs = !no_cuda_graphs;
+  o.batch_invariant = batch_invariant;
   o.cpu_q8_activations = cpu_activations == "q8";
   return flashserve::make_runner(model, o);
 }

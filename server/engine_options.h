@@ -25,6 +25,7 @@ struct EngineOptions {
   double gpu_memory_fraction = 0.9;  // --device cuda: share of GPU memory for weights, activations, KV
   std::string kv_cache_dtype = "f16";  // f16, or bf16 on cuda, or f32 on cpu (exact, twice the bytes)
   bool no_cuda_graphs = false;
+  bool batch_invariant = false;
   std::string cpu_activations = "q8";  // cpu: q8 (integer dots for quantized weights) or f32 (exact)
   std::string chat_template_file;    // a Jinja file used instead of the model's own template
 

@@ -3,6 +3,7 @@
 // sized once by reserve(), so a recorded step allocates nothing.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -53,7 +54,7 @@ class CudaGraphStep final : public RecordedStep {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend() {
+  explicit CudaBackend(bool batch_invariant) : batch_invariant_(batch_invariant) {
     cudaDeviceProp prop{};
     FLASHSERVE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     device_name_ = prop.name;
@@ -115,9 +116,12 @@ class CudaBackend final : public Backend {
 
   void reserve(const StepLimits& l) override {
     synchronize();
-    matmul_.reserve(l.max_tokens, l.max_k, l.max_n_out);
-    grow(decode_workspace_, decode_workspace_bytes_,
-         cuda::decode_attention_workspace_bytes(int32_t(l.max_tokens), l.num_heads, l.head_dim, l.max_context_len));
+    // A batch-invariant backend runs neither cuBLASLt nor flash-decoding: no scratch for them.
+    if (!batch_invariant_) {
+      matmul_.reserve(l.max_tokens, l.max_k, l.max_n_out);
+      grow(decode_workspace_, decode_workspace_bytes_,
+           cuda::decode_attention_workspace_bytes(int32_t(l.max_tokens), l.num_heads, l.head_dim, l.max_context_len));
+    }
     if (l.experts > 0)
       grow(moe_workspace_, moe_workspace_bytes_, cuda::moe_route_workspace_bytes(l.max_tokens, l.experts, l.top_k));
   }
@@ -127,7 +131,12 @@ class CudaBackend final : public Backend {
   }
   void matmul(const float* x, int64_t tokens, const void* w, DType type, int64_t rows, int64_t cols,
               float* y) override {
-    cuda::matmul(matmul_, x, tokens, cols, w, type, rows, y, stream_);
+    if (!batch_invariant_) return cuda::matmul(matmul_, x, tokens, cols, w, type, rows, y, stream_);
+    // The GEMV computes each token's row on its own, so feeding it kGemvMaxTokens tokens at a time
+    // gives every row the bits it would have alone.
+    for (int64_t t = 0; t < tokens; t += cuda::kGemvMaxTokens)
+      cuda::matmul(matmul_, x + t * cols, std::min(cuda::kGemvMaxTokens, tokens - t), cols, w, type, rows, y + t * rows,
+                   stream_);
   }
   void rmsnorm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps) override {
     cuda::rmsnorm(x, weight, y, rows, dim, eps, stream_);
@@ -154,10 +163,12 @@ class CudaBackend final : public Backend {
     cuda::kv_write(kv.layout, kv.type, kv.k, kv.v, k, v, slots, tokens, stream_);
   }
   // One query per sequence is decoding: the flash-decoding kernel splits long contexts across
-  // blocks; anything else goes to the prefill kernel.
+  // blocks; anything else goes to the prefill kernel. A batch-invariant backend sends decoding there
+  // too: its key tiles start at position 0 whatever the batch, so a row's bits depend only on its
+  // own query and context (without a sliding window, whose first tile follows the chunk's start).
   void attention(const float* q, const KvCacheView& kv, const AttentionBatch& b, int32_t num_heads, float scale,
                  float* out) override {
-    if (b.max_num_queries == 1) {
+    if (b.max_num_queries == 1 && !batch_invariant_) {
       const size_t need = cuda::decode_attention_workspace_bytes(b.num_seqs, num_heads, kv.layout.head_dim,
                                                                  b.max_context_len);
       if (need > decode_workspace_bytes_)
@@ -220,6 +231,7 @@ class CudaBackend final : public Backend {
 
   std::string device_name_;
   cudaStream_t stream_ = nullptr;
+  const bool batch_invariant_;
   cuda::MatmulContext matmul_;
   struct Upload {
     const void* host;
@@ -245,9 +257,9 @@ int cuda_device_count() {
   return n;
 }
 
-std::unique_ptr<Backend> make_cuda_backend() {
+std::unique_ptr<Backend> make_cuda_backend(bool batch_invariant) {
   if (cuda_device_count() == 0) throw std::runtime_error("--device cuda: no CUDA device is visible to this process");
-  return std::make_unique<CudaBackend>();
+  return std::make_unique<CudaBackend>(batch_invariant);
 }
 
 }  // namespace flashserve::kernels

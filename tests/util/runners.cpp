@@ -30,9 +30,10 @@ std::vector<std::vector<int32_t>> per_group(const ModelRunner& runner, const std
   return tables;
 }
 
-std::unique_ptr<LlamaRunner> cuda_runner(const LlamaModel& model, int32_t num_blocks, RunnerConfig config) {
+std::unique_ptr<LlamaRunner> cuda_runner(const LlamaModel& model, int32_t num_blocks, RunnerConfig config,
+                                         bool batch_invariant) {
   if (config.kv_type == kernels::DType::F32) config.kv_type = kernels::DType::F16;
-  return std::make_unique<LlamaRunner>(model, kernels::make_cuda_backend(), config, exactly(num_blocks));
+  return std::make_unique<LlamaRunner>(model, kernels::make_cuda_backend(batch_invariant), config, exactly(num_blocks));
 }
 
 }  // namespace flashserve::test

@@ -19,6 +19,7 @@ std::vector<std::vector<int32_t>> per_group(const ModelRunner& runner, const std
 
 // On the CUDA backend with an F16 (or `config.kv_type`) cache and exactly `num_blocks` blocks;
 // throws without a device.
-std::unique_ptr<LlamaRunner> cuda_runner(const LlamaModel& model, int32_t num_blocks, RunnerConfig config = {});
+std::unique_ptr<LlamaRunner> cuda_runner(const LlamaModel& model, int32_t num_blocks, RunnerConfig config = {},
+                                         bool batch_invariant = false);
 
 }  // namespace flashserve::test

@@ -165,6 +165,59 @@ TEST_F(CudaRunner, ChunkedPrefillMatchesWhole) {
   EXPECT_LE(max_diff(w, c), kTinyTolerance * std::max(1.0, max_abs(w)));
 }
 
+// --batch-invariant: one sequence's logits, prefilled whole and decoded alone, must equal to the bit
+// the same sequence prefilled in two chunks next to other prompts and decoded among 11 others (past
+// the GEMV's 8 rows, where the default mode switches to cuBLASLt), graphs on in both.
+TEST_F(CudaRunner, BatchInvariantModeGivesASequenceTheSameBitsAloneAndInABatch) {
+  const auto model = tiny(DType::Q8_0);
+  RunnerConfig c;
+  c.kv_type = DType::F16;
+  c.max_num_seqs = 16;
+  c.max_num_batched_tokens = 256;
+  c.record_steps = true;
+  const auto alone_runner = test::cuda_runner(*model, 256, c, /*batch_invariant=*/true);
+  const auto batch_runner = test::cuda_runner(*model, 256, c, /*batch_invariant=*/true);
+  LlamaRunner &alone = *alone_runner, &batch = *batch_runner;
+  const int32_t vocab = model->config().vocab_size, per_seq = 8;
+  const auto prompt = random_tokens(37, 3, vocab);
+  const auto row = [&](const ForwardOutput& o, int32_t seq) {
+    return std::vector<float>(o.row(seq), o.row(seq) + vocab);
+  };
+
+  std::vector<std::vector<float>> want;
+  want.push_back(row(alone.forward({{{0, prompt, table_for(0, per_seq, alone.num_kv_blocks())}}}), 0));
+
+  // The sequence's first 20 tokens beside two other prompts, then its last 17 beside a third.
+  ForwardBatch first, second;
+  first.seqs.push_back({0, std::vector<int32_t>(prompt.begin(), prompt.begin() + 20),
+                        table_for(0, per_seq, batch.num_kv_blocks()), LogitRows::None});
+  second.seqs.push_back({20, std::vector<int32_t>(prompt.begin() + 20, prompt.end()),
+                         table_for(0, per_seq, batch.num_kv_blocks())});
+  std::vector<std::vector<int32_t>> others;
+  for (int32_t s = 1; s < 12; ++s) {
+    others.push_back(random_tokens(size_t(3 + 5 * s), uint32_t(100 + s), vocab));
+    (s < 3 ? first : second).seqs.push_back({0, others.back(), table_for(s, per_seq, batch.num_kv_blocks())});
+  }
+  batch.forward(first);
+  std::vector<std::vector<float>> got;
+  got.push_back(row(batch.forward(second), 0));
+
+  for (int step = 0; step < 4; ++step) {
+    const int32_t next = int32_t((step * 37 + 5) % vocab);
+    const int32_t pos = int32_t(prompt.size()) + step;
+    want.push_back(row(alone.forward({{{pos, {next}, table_for(0, per_seq, alone.num_kv_blocks())}}}), 0));
+    ForwardBatch decode;
+    decode.seqs.push_back({pos, {next}, table_for(0, per_seq, batch.num_kv_blocks())});
+    for (int32_t s = 1; s < 12; ++s) {
+      auto& t = others[size_t(s - 1)];
+      decode.seqs.push_back({int32_t(t.size()), {int32_t(s + step)}, table_for(s, per_seq, batch.num_kv_blocks())});
+      t.push_back(s + step);
+    }
+    got.push_back(row(batch.forward(decode), 0));
+  }
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << (i == 0 ? std::string("prefill") : "decode step " + std::to_string(i));
+}
+
 TEST_F(CudaRunner, RejectsMalformedBatchesLikeTheCpu) {
   const auto model = tiny(DType::F32);
   const auto gpu_runner = small_gpu(*model, true);
