@@ -1,11 +1,12 @@
-// The tile loop that prefill and decode attention share. A thread block holds up to kWarps * R query
-// rows in shared memory (R rows per warp) and streams one KV head's context through shared memory in
-// tiles of kBlockK positions read from the pages. Per tile each warp scores its rows against the tile
-// (lane = key), folds the scores into an online softmax and accumulates P V into registers (lane =
-// output dims), so a warp only ever talks to itself between the two block-wide syncs of a tile.
-// Scores live in the log2 domain: queries are pre-scaled by scale * log2(e) and exp2f does the rest.
-// All math is f32 on CUDA cores; moving the two tile products to tensor cores (mma on half/bf16
-// fragments) is the next tuning step, to be done and measured on a real GPU.
+// What both attention kernels share (argument checks, type dispatch, the paged-KV view, warp
+// reductions), and decode's tile loop. A thread block holds up to kWarps * R query rows in shared
+// memory (R rows per warp) and streams one KV head's context through shared memory in tiles of
+// kBlockK positions read from the pages. Per tile each warp scores its rows against the tile (lane =
+// key), folds the scores into an online softmax and accumulates P V into registers (lane = output
+// dims), so a warp only ever talks to itself between the two block-wide syncs of a tile. Scores live
+// in the log2 domain: queries are pre-scaled by scale * log2(e) and exp2f does the rest. Decode has
+// at most 8 query rows per KV head, half an mma's 16, so its math stays f32 on CUDA cores;
+// prefill (prefill_attention.cu) runs on tensor cores.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -115,12 +116,11 @@ struct PagedKv {
   int32_t kv_head;
 };
 
-// Which positions a warp's rows may see: row r (r < count) sits at first_pos + r * pos_step and sees
-// positions up to there (only its last `window` of them when window > 0); rows from count on are
-// padding and see nothing.
+// Which positions a warp's rows may see: rows r < count (query heads of one token) sit at pos and
+// see positions up to there (only its last `window` of them when window > 0); rows from count on
+// are padding and see nothing.
 struct WarpRows {
-  int32_t first_pos;
-  int32_t pos_step;
+  int32_t pos;
   int32_t count;
   int32_t window;
 };
@@ -157,24 +157,33 @@ __device__ __forceinline__ void store_words(uint32_t* dst, uint4 w) {
   dst[3] = w.w;
 }
 
-// Positions t0 .. t0 + kBlockK - 1 into shared memory; consecutive threads read consecutive 16 bytes
-// of a row. Positions from kv_end on are zero so that their (zero) weights never meet garbage.
-template <int D, int R>
-__device__ void load_kv_tile(TileSmem<D, R>& sh, const PagedKv& kv, int32_t t0, int32_t kv_end) {
+// Hands store(row, vec, k, v) every 16-byte vector of the K and V rows of positions t0 .. t0 + rows
+// - 1, spread over the block (consecutive threads read consecutive 16 bytes of a row). Positions
+// from kv_end on come as zeros, so that their (zero) weights never meet garbage.
+template <int D, class Store>
+__device__ void stream_kv(const PagedKv& kv, int32_t t0, int rows, int32_t kv_end, Store&& store) {
   constexpr int kVecs = D / 8;
-  for (int i = threadIdx.x; i < kBlockK * kVecs; i += kThreads) {
+  for (int i = threadIdx.x; i < rows * kVecs; i += kThreads) {
     const int row = i / kVecs, vec = i % kVecs;
     const int32_t pos = t0 + row;
-    uint4 kw = make_uint4(0, 0, 0, 0), vw = kw;
+    uint4 k = make_uint4(0, 0, 0, 0), v = k;
     if (pos < kv_end) {
       const int64_t slot = int64_t(kv.block_table[pos / kv.block_size]) * kv.block_size + pos % kv.block_size;
       const int64_t at = (slot * kv.num_kv_heads + kv.kv_head) * kVecs + vec;
-      kw = __ldg(kv.k + at);
-      vw = __ldg(kv.v + at);
+      k = __ldg(kv.k + at);
+      v = __ldg(kv.v + at);
     }
-    store_words(&sh.k[row][vec * 4], kw);
-    store_words(&sh.v[row][vec * 4], vw);
+    store(row, vec, k, v);
   }
+}
+
+// Positions t0 .. t0 + kBlockK - 1 into shared memory.
+template <int D, int R>
+__device__ void load_kv_tile(TileSmem<D, R>& sh, const PagedKv& kv, int32_t t0, int32_t kv_end) {
+  stream_kv<D>(kv, t0, kBlockK, kv_end, [&](int row, int vec, uint4 k, uint4 v) {
+    store_words(&sh.k[row][vec * 4], k);
+    store_words(&sh.v[row][vec * 4], v);
+  });
 }
 
 // s[r] = q_r . K[lane] for the warp's rows.
@@ -257,8 +266,7 @@ __device__ void attend(TileSmem<D, R>& sh, const PagedKv& kv, int32_t kv_begin, 
       const int32_t pos = t0 + lane;
 #pragma unroll
       for (int r = 0; r < R; ++r)
-        if (r >= rows.count || pos >= kv_end || pos > rows.first_pos + r * rows.pos_step ||
-            (rows.window > 0 && pos <= rows.first_pos + r * rows.pos_step - rows.window))
+        if (r >= rows.count || pos >= kv_end || pos > rows.pos || (rows.window > 0 && pos <= rows.pos - rows.window))
           s[r] = -INFINITY;
       softmax_update(st, s, sh.p[warp][lane]);
       __syncwarp();

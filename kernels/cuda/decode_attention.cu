@@ -3,14 +3,14 @@
 //  * split: grid (splits, KV heads, sequences). A block takes one kDecodePartition-long slice of one
 //    sequence's context for one KV head and treats the query heads of that KV head's group as its
 //    query rows (2 per warp, up to kMaxGroup), so each K/V page is read once per KV head. It runs the
-//    tile loop shared with prefill (attention_tile.cuh; 21 KB of shared memory at head_dim 128) and
+//    tile loop of attention_tile.cuh (21 KB of shared memory at head_dim 128) and
 //    leaves per (sequence, head, split) the max, the sum and the unnormalised output in the workspace.
 //  * merge: grid (heads, sequences), one thread per dim, rescales and sums the splits in split order,
 //    so the result depends only on the context length.
 // A CUDA graph sizes the split grid by the model's context limit; slices starting at or beyond a
 // sequence's context, or ending before its sliding window, return at once, and the merge reads
 // only the slices the window and the context reach.
-// f32 math on CUDA cores for now; tensor cores are a later tuning step on a real GPU.
+// f32 math on CUDA cores: a KV head's group has at most 8 query rows, half an mma's 16.
 #include "kernels/cuda/attention_tile.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch.h"
@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kThreads)
 
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   // All heads of the one query sit at the last position.
-  const WarpRows mine{context - 1, 0, max(0, min(R, group - warp * R)), batch.window};
+  const WarpRows mine{context - 1, max(0, min(R, group - warp * R)), batch.window};
   const PagedKv kv{k_cache, v_cache, batch.block_tables + int64_t(seq) * batch.max_blocks_per_seq, layout.block_size,
                    layout.num_kv_heads, kv_head};
   RowState<D, R> st;

@@ -5,6 +5,7 @@
 // the backend reports unsupported is skipped and counted, never passed silently.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -314,7 +315,13 @@ void check_attention(Backend& be, DType kv_type, int64_t hd, int32_t heads, int3
       }
     }
   }
-  EXPECT_LT(nmse(out.host(), want), 1e-10);
+  // The contract lets a GPU's prefill run on tensor cores, which round the queries and the softmax
+  // weights to the cache type (docs/cuda.md): NMSE near u^2 with u = 2^-11 (F16) or 2^-8 (BF16); the
+  // host emulator measured 3e-8 and 2e-6. Everything else is f32 arithmetic.
+  const bool tensor_cores = !be.is_host() && std::any_of(specs.begin(), specs.end(), [](const SeqSpec& s) {
+    return s.num_queries > 1;
+  });
+  EXPECT_LT(nmse(out.host(), want), tensor_cores ? (kv_type == DType::F16 ? 3e-7 : 2e-5) : 1e-10);
 }
 
 TEST(BackendOps, KvWriteAndAttention) {

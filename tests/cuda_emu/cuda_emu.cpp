@@ -60,6 +60,11 @@ struct Lane {
   int arg = 0;
   int width = kWarpSize;
   uint64_t result = 0;
+  // WarpOp::Mma: this lane's fragments.
+  bool bf16 = false;
+  float* c = nullptr;
+  const uint32_t* a = nullptr;
+  const uint32_t* b = nullptr;
 };
 
 // The stacks for the largest block seen so far, reserved once and reused by every later block.
@@ -141,6 +146,39 @@ int shuffle_source(const Lane& l, int lane) {
   }
 }
 
+float element16(uint32_t reg, int half, bool bf16) {
+  const uint16_t bits = uint16_t(reg >> (16 * half));
+  return bf16 ? std::bit_cast<float>(uint32_t(bits) << 16) : __half2float(__ushort_as_half(bits));
+}
+
+// D = A B + C over the warp's fragments, written back into each lane's c.
+void complete_mma(Lane* warp) {
+  double a[16][16], b[16][8], c[16][8];
+  for (int lane = 0; lane < kWarpSize; ++lane) {
+    const Lane& l = warp[lane];
+    const int g = lane / 4, t = lane % 4;
+    for (int e = 0; e < 2; ++e) {
+      a[g][2 * t + e] = element16(l.a[0], e, l.bf16);
+      a[g + 8][2 * t + e] = element16(l.a[1], e, l.bf16);
+      a[g][2 * t + 8 + e] = element16(l.a[2], e, l.bf16);
+      a[g + 8][2 * t + 8 + e] = element16(l.a[3], e, l.bf16);
+      b[2 * t + e][g] = element16(l.b[0], e, l.bf16);
+      b[2 * t + 8 + e][g] = element16(l.b[1], e, l.bf16);
+      c[g][2 * t + e] = l.c[e];
+      c[g + 8][2 * t + e] = l.c[2 + e];
+    }
+  }
+  for (int lane = 0; lane < kWarpSize; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int i = 0; i < 4; ++i) {
+      const int row = g + 8 * (i / 2), col = 2 * t + i % 2;
+      double d = c[row][col];
+      for (int k = 0; k < 16; ++k) d += a[row][k] * b[k][col];
+      warp[lane].c[i] = float(d);
+    }
+  }
+}
+
 // Completes warp w's collective if every lane it names has reached it; returns whether it did.
 bool complete_warp_op(BlockRun& b, size_t w, dim3 block) {
   const size_t first = w * kWarpSize, end = std::min(b.lanes.size(), first + kWarpSize);
@@ -160,10 +198,16 @@ bool complete_warp_op(BlockRun& b, size_t w, dim3 block) {
     const Lane& l = b.lanes[i];
     if (l.state == State::Done) fail(where + "mask names lane " + std::to_string(lane) + ", which has exited", block);
     if (l.state != State::AtWarpOp) return false;  // still on its way, or waiting at a barrier (deadlock caught later)
-    if (l.op != lead.op || l.mask != lead.mask)
+    if (l.op != lead.op || l.mask != lead.mask || l.bf16 != lead.bf16)
       fail(where + "lanes " + std::to_string(leader - first) + " and " + std::to_string(lane) +
                " wait at different warp collectives",
            block);
+  }
+  if (lead.op == WarpOp::Mma) {
+    if (lead.mask != 0xffffffffu) fail(where + "mma.sync needs every lane of the warp", block);
+    complete_mma(&b.lanes[first]);
+    for (size_t i = first; i < end; ++i) b.lanes[i].state = State::Runnable;
+    return true;
   }
   uint64_t match_or_ballot = 0;
   for (int lane = 0; lane < kWarpSize; ++lane) {
@@ -265,12 +309,25 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int 
   if (!(mask >> lane & 1u)) throw std::logic_error("cuda_emu: a lane calls a warp collective its mask leaves out");
   l.op = op;
   l.mask = mask;
+  l.bf16 = false;
   l.value = value;
   l.arg = arg;
   l.width = width;
   l.state = State::AtWarpOp;
   yield_to_scheduler(l);
   return l.result;
+}
+
+void mma_16x8x16(bool bf16, float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  Lane& l = current_lane();
+  l.bf16 = bf16;
+  l.c = c;
+  l.a = a;
+  l.b = b;
+  l.op = WarpOp::Mma;
+  l.mask = 0xffffffffu;
+  l.state = State::AtWarpOp;
+  yield_to_scheduler(l);
 }
 
 void sync_threads() {

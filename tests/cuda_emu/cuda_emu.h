@@ -37,12 +37,15 @@ struct ThreadContext {
 };
 const ThreadContext& this_thread();
 
-enum class WarpOp { Sync, Shfl, ShflXor, ShflUp, ShflDown, MatchAny, Ballot };
+enum class WarpOp { Sync, Shfl, ShflXor, ShflUp, ShflDown, MatchAny, Ballot, Mma };
 
 // Blocks the calling fiber until every lane named in mask has reached the same collective; returns
 // this lane's result. arg is the source lane, lane mask or delta; width the shuffle's segment.
 uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int width);
 void sync_threads();
+// mma.sync.aligned.m16n8k16.row.col with f32 accumulators, on every lane's fragments at once
+// (kernels/cuda/mma.cuh spells out the layout): products exact, sums in double, rounded once.
+void mma_16x8x16(bool bf16, float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]);
 void* dynamic_shared();
 
 // Runs op now, or records it when its stream is being captured.
