@@ -7,6 +7,7 @@
 
 #include <sys/mman.h>
 
+#include <exception>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -95,6 +96,7 @@ struct BlockRun {
   size_t current = 0;
   const std::function<void()>* body = nullptr;
   std::vector<unsigned char> dynamic_shared;
+  std::exception_ptr error;  // thrown by a fiber, rethrown by the scheduler
 };
 
 thread_local BlockRun* running = nullptr;
@@ -108,7 +110,13 @@ Lane& current_lane() {
 void yield_to_scheduler(Lane& lane) { flashserve_emu_switch(&lane.stack_pointer, running->scheduler); }
 
 [[noreturn]] void fiber_main() {
-  (*running->body)();
+  // An exception must not unwind past this frame: below it is no caller, only the fake return
+  // address new_fiber_stack put there.
+  try {
+    (*running->body)();
+  } catch (...) {
+    running->error = std::current_exception();
+  }
   Lane& lane = running->lanes[running->current];
   lane.state = State::Done;
   yield_to_scheduler(lane);
@@ -268,6 +276,7 @@ void run_block(BlockRun& b, dim3 grid, dim3 block, uint3 block_idx, bool reverse
       if (b.lanes[i].state != State::Runnable) continue;
       b.current = i;
       flashserve_emu_switch(&b.scheduler, b.lanes[i].stack_pointer);
+      if (b.error) std::rethrow_exception(b.error);
     }
     bool resumed = false;
     for (size_t w = 0; w * kWarpSize < n; ++w) resumed |= complete_warp_op(b, w, where);
