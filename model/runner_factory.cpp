@@ -74,8 +74,8 @@ std::unique_ptr<ModelRunner> make_runner(const LlamaModel& model, const RunnerOp
   c.max_num_seqs = o.max_num_seqs;
   c.max_num_batched_tokens = o.max_num_batched_tokens;
   c.record_steps = o.cuda_graphs;
-  auto backend =
-      cuda ? kernels::make_cuda_backend(o.batch_invariant) : kernels::make_cpu_backend(o.cpu_q8_activations);  // throws first without a GPU
+  auto backend = cuda ? kernels::make_cuda_backend(o.batch_invariant)
+                      : kernels::make_cpu_backend(o.cpu_q8_activations);  // throws first without a GPU
   if (!cuda && o.kv_cache_bytes <= 0) {
     spdlog::info("KV cache budget: {:.0f}% of {} MiB available", o.kv_cache_fraction * 100, o.host_memory_available >> 20);
   }

@@ -85,7 +85,8 @@ __device__ void score_tile(const PrefillSmem<T, D>& sh, const uint32_t (&qa)[D /
     for (int i = 0; i < 4; ++i) s[j][i] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t b[2] = {load_pair(&sh.k[8 * j + g][16 * kk + 2 * t]), load_pair(&sh.k[8 * j + g][16 * kk + 2 * t + 8])};
+      const uint32_t b[2] = {load_pair(&sh.k[8 * j + g][16 * kk + 2 * t]),
+                             load_pair(&sh.k[8 * j + g][16 * kk + 2 * t + 8])};
       mma_16x8x16<T>(s[j], qa[kk], b);
     }
   }

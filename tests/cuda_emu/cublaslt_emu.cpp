@@ -46,7 +46,6 @@ float element(const void* base, cudaDataType type, int64_t i) {
 
 bool supported(cudaDataType t) { return t == CUDA_R_16F || t == CUDA_R_16BF || t == CUDA_R_32F; }
 
-
 }  // namespace
 
 const char* cublasLtGetStatusName(cublasStatus_t status) {
@@ -111,8 +110,8 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t, 
 }
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
-                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t d,
-                                              cublasLtMatmulPreference_t, int requested,
+                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t,
+                                              cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t, int requested,
                                               cublasLtMatmulHeuristicResult_t results[], int* found) {
   const Desc o = read<Desc>(desc);
   const Layout la = read<Layout>(a), lb = read<Layout>(b), ld = read<Layout>(d);

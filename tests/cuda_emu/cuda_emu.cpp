@@ -1,8 +1,9 @@
-// The fiber scheduler behind cuda_emu.h. A block's threads are fibers on the calling OS thread; each runs until it reaches __syncthreads, a warp collective or its end. When every fiber
-// waits, the scheduler completes what is complete (a warp collective once all the lanes its mask
-// names have reached it, then a block barrier once every live thread has) and resumes those
-// fibers. Running lanes one at a time is a legal schedule for code without data races, and anything
-// that can never complete is reported instead of hanging.
+// The fiber scheduler behind cuda_emu.h. A block's threads are fibers on the calling OS thread;
+// each runs until it reaches __syncthreads, a warp collective or its end. When every fiber waits,
+// the scheduler completes what is complete (a warp collective once all the lanes its mask names
+// have reached it, then a block barrier once every live thread has) and resumes those fibers.
+// Running lanes one at a time is a legal schedule for code without data races, and anything that
+// can never complete is reported instead of hanging.
 #include "tests/cuda_emu/cuda_emu.h"
 
 #include <sys/mman.h>
@@ -230,7 +231,8 @@ bool complete_warp_op(BlockRun& b, size_t w, dim3 block) {
     }
     const int src = shuffle_source(l, lane);
     if (src >= 0 && !(lead.mask >> src & 1u))
-      fail(where + "lane " + std::to_string(lane) + " reads lane " + std::to_string(src) + ", which its mask leaves out",
+      fail(where + "lane " + std::to_string(lane) + " reads lane " + std::to_string(src) +
+               ", which its mask leaves out",
            block);
     if (lead.op == WarpOp::Shfl || lead.op == WarpOp::ShflXor || lead.op == WarpOp::ShflUp ||
         lead.op == WarpOp::ShflDown)
@@ -265,8 +267,9 @@ void run_block(BlockRun& b, dim3 grid, dim3 block, uint3 block_idx, bool reverse
   b.lanes.assign(n, Lane{});
   for (size_t i = 0; i < n; ++i) {
     Lane& l = b.lanes[i];
-    l.builtins = {uint3{unsigned(i % block.x), unsigned(i / block.x % block.y), unsigned(i / (size_t(block.x) * block.y))},
-                  block_idx, block, grid};
+    const uint3 thread{unsigned(i % block.x), unsigned(i / block.x % block.y),
+                       unsigned(i / (size_t(block.x) * block.y))};
+    l.builtins = {thread, block_idx, block, grid};
     l.stack_pointer = new_fiber_stack(stacks.at(i, n));
   }
   const dim3 where(block_idx.x, block_idx.y, block_idx.z);

@@ -75,7 +75,8 @@ __global__ void one_mma(const float* a, const float* b, float* c) {
   const int lane = threadIdx.x, g = lane / 4, t = lane % 4;
   const auto A = [&](int r, int k) { return a[r * 16 + k]; };
   const auto B = [&](int k, int n) { return b[k * 8 + n]; };
-  const uint32_t af[4] = {pack2<__half>(A(g, 2 * t), A(g, 2 * t + 1)), pack2<__half>(A(g + 8, 2 * t), A(g + 8, 2 * t + 1)),
+  const uint32_t af[4] = {pack2<__half>(A(g, 2 * t), A(g, 2 * t + 1)),
+                          pack2<__half>(A(g + 8, 2 * t), A(g + 8, 2 * t + 1)),
                           pack2<__half>(A(g, 2 * t + 8), A(g, 2 * t + 9)),
                           pack2<__half>(A(g + 8, 2 * t + 8), A(g + 8, 2 * t + 9))};
   const uint32_t bf[2] = {pack2<__half>(B(2 * t, g), B(2 * t + 1, g)), pack2<__half>(B(2 * t + 8, g), B(2 * t + 9, g))};

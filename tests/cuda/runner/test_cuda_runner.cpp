@@ -215,7 +215,8 @@ TEST_F(CudaRunner, BatchInvariantModeGivesASequenceTheSameBitsAloneAndInABatch) 
     }
     got.push_back(row(batch.forward(decode), 0));
   }
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << (i == 0 ? std::string("prefill") : "decode step " + std::to_string(i));
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(got[i], want[i]) << (i == 0 ? std::string("prefill") : "decode step " + std::to_string(i));
 }
 
 TEST_F(CudaRunner, RejectsMalformedBatchesLikeTheCpu) {
