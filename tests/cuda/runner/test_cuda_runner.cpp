@@ -325,7 +325,22 @@ TEST_F(CudaRunner, SamplesOnTheDeviceLikeTheCpu) {
     step.logprobs = 2;  // the CPU's top two tell whether its choice is decisive
     b.samples.push_back(step);
   }
+  // Constrained decoding: the masks go up with the sampling rows, one allowing a single token and
+  // one allowing three.
+  const std::vector<std::vector<int32_t>> allowed = {{41}, {5, 17, 40}};
+  for (int32_t s = 3; s < 5; ++s) {
+    b.seqs.push_back({0, random_tokens(7, uint32_t(s), model->config().vocab_size),
+                      table_for(s, 2, gpu->num_kv_blocks()), LogitRows::Last, s});
+    SamplingStep step;
+    step.row.temperature = 0.0f;
+    step.mask.assign(size_t(kernels::mask_words(model->config().vocab_size)), 0);
+    for (int32_t id : allowed[size_t(s - 3)]) step.mask[size_t(id / 32)] |= uint32_t(1) << (id % 32);
+    b.samples.push_back(step);
+  }
   const ForwardOutput c = cpu->forward(b), g = gpu->forward(b);
+  EXPECT_EQ(g.sampled[3].token, 41);
+  EXPECT_NE(std::find(allowed[1].begin(), allowed[1].end(), g.sampled[4].token), allowed[1].end())
+      << "token " << g.sampled[4].token;
   for (int32_t s = 0; s < 3; ++s) {
     const auto& top = c.sampled[s].top_logprobs;
     ASSERT_EQ(top.size(), 2u);
