@@ -46,20 +46,25 @@ namespace cuda {
 // The CUDA twins (CUDA builds only); every pointer is device memory, W in the same GGUF layout.
 
 // Owns the cuBLASLt handle and the scratch that large-batch products expand weights into.
+// gemv_only: every product runs the GEMV, kGemvMaxTokens rows at a time. The GEMV computes each row
+// on its own, so a row's bits do not depend on the batch (the CUDA backend's batch-invariant mode);
+// such a context never creates a handle or scratch.
 class MatmulContext {
  public:
-  MatmulContext();
+  explicit MatmulContext(bool gemv_only = false);
   ~MatmulContext();
   MatmulContext(const MatmulContext&) = delete;
   MatmulContext& operator=(const MatmulContext&) = delete;
   // Grows the scratch so that products up to these sizes allocate nothing: call it before capturing
   // a CUDA graph, which must not allocate.
   void reserve(int64_t max_tokens, int64_t max_k, int64_t max_n_out);
+  bool gemv_only() const { return gemv_only_; }
 
   struct Impl;
   Impl& impl() { return *impl_; }
 
  private:
+  const bool gemv_only_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -3,7 +3,6 @@
 // sized once by reserve(), so a recorded step allocates nothing.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -54,7 +53,7 @@ class CudaGraphStep final : public RecordedStep {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(bool batch_invariant) : batch_invariant_(batch_invariant) {
+  explicit CudaBackend(bool batch_invariant) : batch_invariant_(batch_invariant), matmul_(batch_invariant) {
     cudaDeviceProp prop{};
     FLASHSERVE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     device_name_ = prop.name;
@@ -116,12 +115,11 @@ class CudaBackend final : public Backend {
 
   void reserve(const StepLimits& l) override {
     synchronize();
-    // A batch-invariant backend runs neither cuBLASLt nor flash-decoding: no scratch for them.
-    if (!batch_invariant_) {
-      matmul_.reserve(l.max_tokens, l.max_k, l.max_n_out);
+    matmul_.reserve(l.max_tokens, l.max_k, l.max_n_out);
+    // A batch-invariant backend never runs flash-decoding.
+    if (!batch_invariant_)
       grow(decode_workspace_, decode_workspace_bytes_,
            cuda::decode_attention_workspace_bytes(int32_t(l.max_tokens), l.num_heads, l.head_dim, l.max_context_len));
-    }
     if (l.experts > 0)
       grow(moe_workspace_, moe_workspace_bytes_, cuda::moe_route_workspace_bytes(l.max_tokens, l.experts, l.top_k));
   }
@@ -131,12 +129,7 @@ class CudaBackend final : public Backend {
   }
   void matmul(const float* x, int64_t tokens, const void* w, DType type, int64_t rows, int64_t cols,
               float* y) override {
-    if (!batch_invariant_) return cuda::matmul(matmul_, x, tokens, cols, w, type, rows, y, stream_);
-    // The GEMV computes each token's row on its own, so feeding it kGemvMaxTokens tokens at a time
-    // gives every row the bits it would have alone.
-    for (int64_t t = 0; t < tokens; t += cuda::kGemvMaxTokens)
-      cuda::matmul(matmul_, x + t * cols, std::min(cuda::kGemvMaxTokens, tokens - t), cols, w, type, rows, y + t * rows,
-                   stream_);
+    cuda::matmul(matmul_, x, tokens, cols, w, type, rows, y, stream_);
   }
   void rmsnorm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps) override {
     cuda::rmsnorm(x, weight, y, rows, dim, eps, stream_);

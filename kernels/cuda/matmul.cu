@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -387,12 +388,12 @@ void MatmulContext::Impl::gemm(cudaDataType_t ab_type, const void* w, const void
                                      workspace, kWorkspaceBytes, stream));
 }
 
-MatmulContext::MatmulContext() : impl_(std::make_unique<Impl>()) {}
+MatmulContext::MatmulContext(bool gemv_only) : gemv_only_(gemv_only), impl_(std::make_unique<Impl>()) {}
 MatmulContext::~MatmulContext() = default;
 
 void MatmulContext::reserve(int64_t max_tokens, int64_t max_k, int64_t max_n_out) {
   if (max_tokens < 0 || max_k < 0 || max_n_out < 0) throw std::invalid_argument("MatmulContext::reserve: negative size");
-  if (max_tokens <= kGemvMaxTokens) return;  // the GEMV needs no scratch
+  if (max_tokens <= kGemvMaxTokens || gemv_only_) return;  // the GEMV needs no scratch
   impl_->ensure_handle();
   Impl::grow(impl_->w16, impl_->w16_bytes, size_t(max_n_out) * size_t(max_k) * 2, nullptr);
   Impl::grow(impl_->x16, impl_->x16_bytes, size_t(max_tokens) * size_t(max_k) * 2, nullptr);
@@ -480,7 +481,9 @@ void matmul(MatmulContext& ctx, const float* x, int64_t num_tokens, int64_t k, c
   check_args(x, num_tokens, k, w, wtype, n_out, y);
   if (num_tokens == 0 || n_out == 0) return;
   if (num_tokens <= kGemvMaxTokens) return gemv(x, num_tokens, k, w, wtype, n_out, y, stream);
-  large_batch(ctx.impl(), x, num_tokens, k, w, wtype, n_out, y, stream);
+  if (!ctx.gemv_only()) return large_batch(ctx.impl(), x, num_tokens, k, w, wtype, n_out, y, stream);
+  for (int64_t t = 0; t < num_tokens; t += kGemvMaxTokens)
+    gemv(x + t * k, std::min(kGemvMaxTokens, num_tokens - t), k, w, wtype, n_out, y + t * n_out, stream);
 }
 
 }  // namespace flashserve::kernels::cuda

@@ -309,6 +309,14 @@ void check_launch(dim3 grid, dim3 block, size_t dynamic_shared_bytes) {
                              " bytes of dynamic shared memory exceed the 227 KiB a block can have");
 }
 
+// Parks the calling lane at a warp collective until the scheduler completes it.
+void arrive(Lane& l, WarpOp op, unsigned mask) {
+  l.op = op;
+  l.mask = mask;
+  l.state = State::AtWarpOp;
+  yield_to_scheduler(l);
+}
+
 }  // namespace
 
 const ThreadContext& this_thread() { return current_lane().builtins; }
@@ -319,14 +327,11 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int 
     throw std::logic_error("cuda_emu: shuffle width must be a power of two up to 32");
   const int lane = int(running->current % kWarpSize);
   if (!(mask >> lane & 1u)) throw std::logic_error("cuda_emu: a lane calls a warp collective its mask leaves out");
-  l.op = op;
-  l.mask = mask;
   l.bf16 = false;
   l.value = value;
   l.arg = arg;
   l.width = width;
-  l.state = State::AtWarpOp;
-  yield_to_scheduler(l);
+  arrive(l, op, mask);
   return l.result;
 }
 
@@ -336,10 +341,7 @@ void mma_16x8x16(bool bf16, float (&c)[4], const uint32_t (&a)[4], const uint32_
   l.c = c;
   l.a = a;
   l.b = b;
-  l.op = WarpOp::Mma;
-  l.mask = 0xffffffffu;
-  l.state = State::AtWarpOp;
-  yield_to_scheduler(l);
+  arrive(l, WarpOp::Mma, 0xffffffffu);
 }
 
 void sync_threads() {
