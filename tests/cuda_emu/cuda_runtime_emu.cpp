@@ -2,9 +2,16 @@
 // test binaries link this instead of libcudart. Every stream is synchronous; a captured stream
 // records its launches and copies into a graph that cudaGraphLaunch replays, which is what CUDA
 // graphs promise the code that uses them. "Device" memory is host memory, so a kernel that reads a
-// host pointer by mistake is not caught here.
+// host pointer by mistake is not caught here; one that runs past the end of a device allocation is
+// (see cudaMalloc).
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -94,12 +101,79 @@ const char* cudaGetErrorString(cudaError_t error) {
   }
 }
 
+namespace flashserve::cuda_emu {
+namespace {
+
+constexpr size_t kPage = 4096;
+
+// Each device allocation's mapping: the pages the allocation ends on, then an inaccessible guard
+// page.
+struct Mapping {
+  char* base;
+  size_t bytes;
+};
+std::mutex allocations_mu;
+std::map<void*, Mapping> allocations;
+
+// A kernel that touched a guard page: say what it means before the usual crash.
+void on_segfault(int, siginfo_t* info, void*) {
+  static const char what[] =
+      "cuda_emu: invalid memory access (a guard page after a device allocation: a read or write past "
+      "its end, as compute-sanitizer's memcheck would report)\n";
+  bool guard = false;
+  for (const auto& [user, m] : allocations) {  // no lock: the process is about to die anyway
+    const char* at = static_cast<const char*>(info->si_addr);
+    guard |= at >= m.base + m.bytes - kPage && at < m.base + m.bytes;
+  }
+  if (guard) (void)!write(STDERR_FILENO, what, sizeof(what) - 1);
+  signal(SIGSEGV, SIG_DFL);  // returning re-runs the access, which now kills the process as usual
+}
+
+void install_segfault_note() {
+  static const bool installed = [] {
+    struct sigaction sa{};
+    sa.sa_sigaction = on_segfault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigaction(SIGSEGV, &sa, nullptr);
+    return true;
+  }();
+  (void)installed;
+}
+
+}  // namespace
+}  // namespace flashserve::cuda_emu
+
+// The allocation ends (rounded up to cudaMalloc's 256-byte alignment) right against a page that
+// cannot be read or written, so a kernel running past the end of its buffer faults at the first
+// byte beyond the rounding instead of quietly reading its neighbour: the part of memcheck a host
+// can do for free. Pages are reserved, not committed (MAP_NORESERVE), as the KV pool is large.
 cudaError_t cudaMalloc(void** p, size_t bytes) {
-  *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
-  return *p != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
+  using namespace flashserve::cuda_emu;
+  *p = nullptr;
+  if (bytes == 0) return cudaSuccess;
+  install_segfault_note();
+  const size_t used = (bytes + 255) / 256 * 256;
+  const size_t span = (used + kPage - 1) / kPage * kPage + kPage;
+  void* base = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) return cudaErrorMemoryAllocation;
+  char* bytes_at = static_cast<char*>(base);
+  if (mprotect(bytes_at + span - kPage, kPage, PROT_NONE) != 0) {
+    munmap(base, span);
+    return cudaErrorMemoryAllocation;
+  }
+  *p = bytes_at + span - kPage - used;
+  std::lock_guard lock(allocations_mu);
+  allocations[*p] = {bytes_at, span};
+  return cudaSuccess;
 }
 cudaError_t cudaFree(void* p) {
-  std::free(p);
+  using namespace flashserve::cuda_emu;
+  if (p == nullptr) return cudaSuccess;
+  std::lock_guard lock(allocations_mu);
+  const auto it = allocations.find(p);
+  if (it == allocations.end()) return cudaErrorInvalidValue;
+  munmap(it->second.base, it->second.bytes);
+  allocations.erase(it);
   return cudaSuccess;
 }
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {

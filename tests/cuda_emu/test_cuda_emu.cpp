@@ -1,6 +1,7 @@
 // The host emulator itself: warp collectives return what the CUDA programming guide says, and code
 // that real hardware would leave undefined (a collective waiting on an exited lane, a barrier and a
-// shuffle waiting on each other, a missing barrier) is reported, not silently run.
+// shuffle waiting on each other, a missing barrier, a read past an allocation) is reported, not
+// silently run.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
@@ -96,6 +97,22 @@ TEST(CudaEmu, MmaComputesTheDocumentedProduct) {
       for (int k = 0; k < 16; ++k) want += a[r * 16 + k] * b[k * 8 + n];
       EXPECT_EQ(c[r * 8 + n], want) << "row " << r << " col " << n;
     }
+}
+
+__global__ void read_at(const float* in, int64_t index, float* out) { *out = in[index]; }
+
+// Device allocations end against a guard page: the last element reads fine, the one after it kills
+// the process with a message, as compute-sanitizer's memcheck would flag it.
+TEST(CudaEmu, ReadingPastADeviceAllocationIsCaught) {
+  float* in = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&in), 64 * sizeof(float)), cudaSuccess);
+  for (int i = 0; i < 64; ++i) in[i] = float(i);
+  float out = 0.0f;
+  FLASHSERVE_LAUNCH(1, 1, 0, nullptr, read_at)(in, 63, &out);
+  EXPECT_EQ(out, 63.0f);
+  EXPECT_DEATH(FLASHSERVE_LAUNCH(1, 1, 0, nullptr, read_at)(in, 64, &out), "past its end");
+  EXPECT_EQ(cudaFree(in), cudaSuccess);
+  EXPECT_EQ(cudaFree(in), cudaErrorInvalidValue);  // freed twice
 }
 
 }  // namespace
