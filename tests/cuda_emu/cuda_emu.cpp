@@ -95,6 +95,7 @@ struct BlockRun {
   std::vector<Lane> lanes;
   void* scheduler = nullptr;
   size_t current = 0;
+  bool reverse = false;  // this block runs its threads last to first
   const std::function<void()>* body = nullptr;
   std::vector<unsigned char> dynamic_shared;
   std::exception_ptr error;  // thrown by a fiber, rethrown by the scheduler
@@ -108,7 +109,28 @@ Lane& current_lane() {
   return running->lanes[running->current];
 }
 
-void yield_to_scheduler(Lane& lane) { flashserve_emu_switch(&lane.stack_pointer, running->scheduler); }
+// Lane i's place in the block's running order.
+size_t order(const BlockRun& b, size_t i) { return b.reverse ? b.lanes.size() - 1 - i : i; }
+
+// The first runnable lane at or after place k of the running order, or lanes.size().
+size_t runnable_from(const BlockRun& b, size_t k) {
+  for (; k < b.lanes.size(); ++k)
+    if (const size_t i = order(b, k); b.lanes[i].state == State::Runnable) return i;
+  return b.lanes.size();
+}
+
+// Suspends the current lane and goes straight on to the next runnable one, or back to the scheduler
+// once every lane has had its turn (or a lane has thrown): one switch per turn instead of two.
+void yield_to_scheduler(Lane& lane) {
+  BlockRun& b = *running;
+  const size_t next = b.error ? b.lanes.size() : runnable_from(b, order(b, b.current) + 1);
+  if (next == b.lanes.size()) {
+    flashserve_emu_switch(&lane.stack_pointer, b.scheduler);
+  } else {
+    b.current = next;
+    flashserve_emu_switch(&lane.stack_pointer, b.lanes[next].stack_pointer);
+  }
+}
 
 [[noreturn]] void fiber_main() {
   // An exception must not unwind past this frame: below it is no caller, only the fake return
@@ -199,21 +221,21 @@ bool complete_warp_op(BlockRun& b, size_t w, dim3 block) {
     }
   if (leader == end) return false;
   const Lane& lead = b.lanes[leader];
-  const std::string where = "warp " + std::to_string(w) + ": ";
+  const auto where = [&] { return "warp " + std::to_string(w) + ": "; };
   for (int lane = 0; lane < kWarpSize; ++lane) {
     if (!(lead.mask >> lane & 1u)) continue;
     const size_t i = first + lane;
-    if (i >= end) fail(where + "mask names lane " + std::to_string(lane) + ", which the block does not have", block);
+    if (i >= end) fail(where() + "mask names lane " + std::to_string(lane) + ", which the block does not have", block);
     const Lane& l = b.lanes[i];
-    if (l.state == State::Done) fail(where + "mask names lane " + std::to_string(lane) + ", which has exited", block);
+    if (l.state == State::Done) fail(where() + "mask names lane " + std::to_string(lane) + ", which has exited", block);
     if (l.state != State::AtWarpOp) return false;  // still on its way, or waiting at a barrier (deadlock caught later)
     if (l.op != lead.op || l.mask != lead.mask || l.bf16 != lead.bf16)
-      fail(where + "lanes " + std::to_string(leader - first) + " and " + std::to_string(lane) +
+      fail(where() + "lanes " + std::to_string(leader - first) + " and " + std::to_string(lane) +
                " wait at different warp collectives",
            block);
   }
   if (lead.op == WarpOp::Mma) {
-    if (lead.mask != 0xffffffffu) fail(where + "mma.sync needs every lane of the warp", block);
+    if (lead.mask != 0xffffffffu) fail(where() + "mma.sync needs every lane of the warp", block);
     complete_mma(&b.lanes[first]);
     for (size_t i = first; i < end; ++i) b.lanes[i].state = State::Runnable;
     return true;
@@ -231,7 +253,7 @@ bool complete_warp_op(BlockRun& b, size_t w, dim3 block) {
     }
     const int src = shuffle_source(l, lane);
     if (src >= 0 && !(lead.mask >> src & 1u))
-      fail(where + "lane " + std::to_string(lane) + " reads lane " + std::to_string(src) +
+      fail(where() + "lane " + std::to_string(lane) + " reads lane " + std::to_string(src) +
                ", which its mask leaves out",
            block);
     if (lead.op == WarpOp::Shfl || lead.op == WarpOp::ShflXor || lead.op == WarpOp::ShflUp ||
@@ -263,6 +285,7 @@ std::string describe_deadlock(const BlockRun& b) {
 // between sees the new value in one block and the stale one in the next, and a kernel with such a
 // race gives results that its test notices: a cheap stand-in for compute-sanitizer's racecheck.
 void run_block(BlockRun& b, dim3 grid, dim3 block, uint3 block_idx, bool reverse) {
+  b.reverse = reverse;
   const size_t n = size_t(block.x) * block.y * block.z;
   b.lanes.assign(n, Lane{});
   for (size_t i = 0; i < n; ++i) {
@@ -274,11 +297,10 @@ void run_block(BlockRun& b, dim3 grid, dim3 block, uint3 block_idx, bool reverse
   }
   const dim3 where(block_idx.x, block_idx.y, block_idx.z);
   for (;;) {
-    for (size_t k = 0; k < n; ++k) {
-      const size_t i = reverse ? n - 1 - k : k;
-      if (b.lanes[i].state != State::Runnable) continue;
-      b.current = i;
-      flashserve_emu_switch(&b.scheduler, b.lanes[i].stack_pointer);
+    // One turn for every runnable lane; each hands over to the next (yield_to_scheduler).
+    if (const size_t first = runnable_from(b, 0); first < n) {
+      b.current = first;
+      flashserve_emu_switch(&b.scheduler, b.lanes[first].stack_pointer);
       if (b.error) std::rethrow_exception(b.error);
     }
     bool resumed = false;
@@ -356,6 +378,9 @@ void* dynamic_shared() {
 }
 
 void run_launch(dim3 grid, dim3 block, size_t dynamic_shared_bytes, const std::function<void()>& body) {
+  // The emulated kernels are built with -mfma (CMakeLists.txt); say so rather than die of SIGILL.
+  static const bool has_fma = __builtin_cpu_supports("fma");
+  if (!has_fma) throw std::runtime_error("cuda_emu: the emulated kernels need a CPU with FMA instructions");
   check_launch(grid, block, dynamic_shared_bytes);
   if (running != nullptr) throw std::logic_error("cuda_emu: a kernel launched from device code");
   BlockRun b;

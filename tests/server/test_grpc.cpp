@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/server/grpc_harness.h"
-#include "tests/util/tiny_model.h"
+#include "tests/util/server_process.h"
 
 namespace flashserve::test {
 namespace {
@@ -17,7 +17,7 @@ class GrpcTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     const std::string path = temp_model_path("grpc");
-    write_tiny_model(path, TinyModelSpec{});
+    write_tiny_model(path, tiny_spec_for_server());
     model_ = LlamaModel::load(path).release();
   }
   static void TearDownTestSuite() { delete model_; }
@@ -179,7 +179,7 @@ TEST_F(GrpcTest, ModelInfoDescribesTheModel) {
   grpc::ClientContext ctx;
   pb::ModelInfo info;
   ASSERT_TRUE(h_->stub->GetModelInfo(&ctx, pb::GetModelInfoRequest(), &info).ok());
-  const TinyModelSpec spec;
+  const TinyModelSpec spec = tiny_spec_for_server();
   EXPECT_EQ(info.name(), "test-model");
   EXPECT_EQ(info.architecture(), "llama");
   EXPECT_EQ(info.context_length(), spec.context_len);

@@ -395,5 +395,54 @@ TEST_F(HttpApi, ConcurrentRequests) {
   EXPECT_TRUE(all_blocks_free(h_->serving));
 }
 
+
+// With --batch-invariant (the CPU always is), a request's tokens and log-probabilities do not
+// depend on what else runs: the probe is answered alone, then again while 63 other requests decode
+// beside it (streams that are hung up on once the probe is done), and the two answers agree to the
+// bit. test_http_cuda_emu runs this on the GPU kernels.
+TEST(HttpBatchInvariance, ARequestIsTheSameAloneAndAmong63Others) {
+  // Quantized matrices: past 8 rows the GPU's default mode multiplies them with cuBLASLt instead
+  // of the GEMV, so without the flag the runners-up's logprobs differ (checked).
+  TinyModelSpec spec = tiny_spec_for_server();
+  spec.matrix_type = kernels::DType::Q8_0;
+  const std::string path = temp_model_path("invariance");
+  write_tiny_model(path, spec);
+  const std::unique_ptr<LlamaModel> model = LlamaModel::load(path);
+  EngineOptions options = test_engine_options(16 << 20);
+  options.batch_invariant = true;
+  HttpHarness h(*model, options);
+  const json probe = {{"prompt", "the probe"}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true},
+                      {"logprobs", 5}};
+  const Reply alone = post(h, "/v1/completions", probe);
+  ASSERT_EQ(alone.status, 200) << alone.text;
+
+  std::vector<std::unique_ptr<RawConnection>> others;
+  for (int i = 0; i < 63; ++i) {
+    const json body = {{"prompt", "another prompt, number " + std::to_string(i) + std::string(size_t(i % 7), '!')},
+                       {"max_tokens", 400}, {"ignore_eos", true}, {"stream", true}};
+    others.push_back(std::make_unique<RawConnection>(h.server.port(), "/v1/completions", body.dump()));
+  }
+  bool all_running = false;
+  for (auto deadline = Clock::now() + std::chrono::seconds(120); !all_running && Clock::now() < deadline;) {
+    all_running = h.serving.stats().num_running == 63;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(all_running) << "the other 63 requests never ran together";
+  const Reply batched = post(h, "/v1/completions", probe);
+  EXPECT_EQ(h.serving.stats().num_running, 63) << "some of the others stopped before the probe was done";
+  others.clear();  // hung up on: they are cancelled
+
+  ASSERT_EQ(batched.status, 200) << batched.text;
+  const json& a = alone.body["choices"][0];
+  const json& b = batched.body["choices"][0];
+  EXPECT_EQ(b["text"], a["text"]);
+  EXPECT_EQ(b["logprobs"]["tokens"], a["logprobs"]["tokens"]);
+  // Doubles, compared exactly. The random model is so sure of its next token that the sampled one's
+  // logprob is 0; the four runners-up (near -50) carry the bits.
+  EXPECT_EQ(b["logprobs"]["token_logprobs"], a["logprobs"]["token_logprobs"]);
+  EXPECT_EQ(b["logprobs"]["top_logprobs"], a["logprobs"]["top_logprobs"]);
+  EXPECT_TRUE(all_blocks_free(h.serving, std::chrono::seconds(30)));
+}
+
 }  // namespace
 }  // namespace flashserve::test

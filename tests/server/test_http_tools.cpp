@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/server/http_harness.h"
-#include "tests/util/tiny_model.h"
+#include "tests/util/server_process.h"
 
 namespace flashserve::test {
 namespace {
@@ -21,7 +21,7 @@ class HttpTools : public ::testing::Test {
   // The tools' description makes prompts of ~650 byte-level tokens: a longer context than the
   // default tiny model's.
   static void SetUpTestSuite() {
-    TinyModelSpec spec;
+    TinyModelSpec spec = tiny_spec_for_server();
     spec.context_len = 2048;
     const std::string path = temp_model_path("tools");
     write_tiny_model(path, spec);

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -33,9 +34,16 @@ std::vector<char*> argv_of(std::vector<std::string>& args) {
 
 int decode_status(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
+// The binary under test: FLASHSERVE_TEST_BINARY when set (the server with emulated CUDA kernels runs
+// the same suites that way: its --device auto finds the emulated GPU), else the one this build made.
+std::string binary_under_test() {
+  const char* chosen = std::getenv("FLASHSERVE_TEST_BINARY");
+  return chosen != nullptr && *chosen != '\0' ? chosen : FLASHSERVE_BINARY;
+}
+
 // fork + exec of the flashserve binary with stdout and stderr going to `log_path` (or `output_fd`).
 pid_t spawn(std::vector<std::string> args, const std::string& log_path, int output_fd = -1) {
-  args.insert(args.begin(), FLASHSERVE_BINARY);
+  args.insert(args.begin(), binary_under_test());
   const pid_t pid = fork();
   if (pid == 0) {
     const int log = output_fd >= 0 ? output_fd : open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -85,10 +93,12 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
+TinyModelSpec tiny_spec_for_server() { return {.dim = 128, .num_heads = 2, .num_kv_heads = 1}; }
+
 const std::string& tiny_model_for_server() {
   static const std::string path = [] {
     const std::string p = temp_model_path("server");
-    write_tiny_model(p, {});
+    write_tiny_model(p, tiny_spec_for_server());
     return p;
   }();
   return path;

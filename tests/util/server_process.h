@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/util/tiny_model.h"
+
 namespace flashserve::test {
 
 class ServerProcess {
@@ -51,7 +53,11 @@ ExitResult run_to_exit(const std::vector<std::string>& args, int timeout_s = 60)
 // A loopback TCP port that was free a moment ago.
 int free_port();
 
-// The tiny random Llama GGUF (written once per process) for server tests that need no real model.
+// The tiny model shape for server tests: head dim 64, which the CUDA kernels take too, so the same
+// suites run on a GPU (and on the emulated one) as on the CPU.
+TinyModelSpec tiny_spec_for_server();
+
+// That tiny random Llama GGUF (written once per process) for server tests that need no real model.
 const std::string& tiny_model_for_server();
 
 }  // namespace flashserve::test
