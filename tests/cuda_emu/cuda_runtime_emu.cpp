@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -105,6 +106,7 @@ namespace flashserve::cuda_emu {
 namespace {
 
 constexpr size_t kPage = 4096;
+constexpr size_t kPoisonedBytes = size_t(256) << 20;
 
 // Each device allocation's mapping: the pages the allocation ends on, then an inaccessible guard
 // page.
@@ -162,6 +164,11 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
     return cudaErrorMemoryAllocation;
   }
   *p = bytes_at + span - kPage - used;
+  // A GPU hands out memory with whatever was there; fresh pages here would read as zeros and hide
+  // a kernel that reads before anything wrote. All ones bytes are NaN in f32, f16 and bf16 and -1
+  // as an integer, so such a read shows in the results. (Only the first 256 MiB: the KV pool can be
+  // gigabytes that the tests never touch.)
+  std::memset(*p, 0xff, std::min(bytes, kPoisonedBytes));
   std::lock_guard lock(allocations_mu);
   allocations[*p] = {bytes_at, span};
   return cudaSuccess;

@@ -1,9 +1,10 @@
 // The host emulator itself: warp collectives return what the CUDA programming guide says, and code
 // that real hardware would leave undefined (a collective waiting on an exited lane, a barrier and a
-// shuffle waiting on each other, a missing barrier, a read past an allocation) is reported, not
-// silently run.
+// shuffle waiting on each other, a missing barrier, a read past an allocation or of memory nothing
+// wrote) is reported, not silently run.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
@@ -113,6 +114,17 @@ TEST(CudaEmu, ReadingPastADeviceAllocationIsCaught) {
   EXPECT_DEATH(FLASHSERVE_LAUNCH(1, 1, 0, nullptr, read_at)(in, 64, &out), "past its end");
   EXPECT_EQ(cudaFree(in), cudaSuccess);
   EXPECT_EQ(cudaFree(in), cudaErrorInvalidValue);  // freed twice
+}
+
+// Fresh device memory holds garbage on a GPU; here it is all ones bytes (NaN as a float), so a
+// kernel that reads before anything wrote shows NaN instead of a lucky zero.
+TEST(CudaEmu, FreshDeviceMemoryReadsAsNaN) {
+  float* in = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&in), 16 * sizeof(float)), cudaSuccess);
+  float out = 0.0f;
+  FLASHSERVE_LAUNCH(1, 1, 0, nullptr, read_at)(in, 5, &out);
+  EXPECT_TRUE(std::isnan(out)) << out;
+  EXPECT_EQ(cudaFree(in), cudaSuccess);
 }
 
 }  // namespace
