@@ -55,7 +55,7 @@ void paged_attention(const float* q, const void* k_cache, const void* v_cache, D
 
 namespace cuda {
 // The CUDA twins (CUDA builds only): the same contract with caches of F16 or BF16, device pointers,
-// work queued on `stream`. Head dims 64 and 128 are supported. Shape errors throw
+// work queued on `stream`. Head dims 64, 128 and 256 are supported. Shape errors throw
 // std::invalid_argument, a failed launch std::runtime_error.
 void kv_write(const KvLayout& layout, DType kv_type, void* k_cache, void* v_cache, const float* k,
               const float* v, const int32_t* slot_mapping, int64_t num_tokens, CUstream_st* stream);

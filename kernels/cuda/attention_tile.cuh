@@ -41,8 +41,8 @@ inline void check_attention_args(const char* op, const float* q, const void* k_c
                                  DType kv_type, const KvLayout& layout, const AttentionBatch& batch,
                                  int32_t num_heads, const float* out) {
   require(kv_type == DType::F16 || kv_type == DType::BF16, op, "KV cache type must be F16 or BF16");
-  require(layout.head_dim == 64 || layout.head_dim == 128, op,
-          "head_dim " + std::to_string(layout.head_dim) + " is not supported (64 or 128)");
+  require(layout.head_dim == 64 || layout.head_dim == 128 || layout.head_dim == 256, op,
+          "head_dim " + std::to_string(layout.head_dim) + " is not supported (64, 128 or 256)");
   require(layout.block_size > 0 && layout.num_kv_heads > 0, op, "block_size and num_kv_heads must be positive");
   require(num_heads > 0 && num_heads % layout.num_kv_heads == 0, op,
           "num_heads must be a positive multiple of num_kv_heads");
@@ -64,7 +64,8 @@ template <class F>
 void dispatch(DType kv_type, int32_t head_dim, F&& f) {
   const auto by_dim = [&](auto tag) {
     if (head_dim == 64) f(tag, std::integral_constant<int, 64>{});
-    else f(tag, std::integral_constant<int, 128>{});
+    else if (head_dim == 128) f(tag, std::integral_constant<int, 128>{});
+    else f(tag, std::integral_constant<int, 256>{});
   };
   if (kv_type == DType::F16) by_dim(__half{});
   else by_dim(__nv_bfloat16{});

@@ -7,7 +7,9 @@
 // pre-scaled by scale * log2(e)) and adds P V with mma.sync again; the running sums stay in f32.
 // The queries and the softmax weights enter the tensor cores rounded to the cache type (K and V
 // already are), as in FlashAttention; docs/cuda.md gives the resulting error bounds.
-// Shared memory: 34 KiB at head_dim 128, 18 KiB at 64, under the 48 KiB a launch gets without opt-in.
+// The query tile passes through shared memory into registers before the first K/V tile, so the two
+// share their space: 9 KiB at head_dim 64, 17 at 128, 33 at 256 (Gemma), under the 48 KiB a launch
+// gets without opt-in.
 #include "kernels/cuda/attention_tile.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch.h"
@@ -28,9 +30,13 @@ struct PrefillSmem {
   // 8 elements of padding move each row 4 banks on, so the 8 rows a fragment load touches hit 32
   // different banks.
   static constexpr int kStride = D + 8;
-  alignas(16) T q[kTileQ][kStride];
-  alignas(16) T k[kTileK][kStride];
-  alignas(16) T v[kTileK][kStride];
+  union {
+    alignas(16) T q[kTileQ][kStride];  // until every warp holds its query fragments
+    struct {
+      alignas(16) T k[kTileK][kStride];
+      alignas(16) T v[kTileK][kStride];
+    };
+  };
 };
 
 template <class T>
@@ -184,6 +190,7 @@ __global__ void __launch_bounds__(kThreads)
     qa[kk][2] = load_pair(&sh.q[r0 + g][16 * kk + 2 * t + 8]);
     qa[kk][3] = load_pair(&sh.q[r0 + g + 8][16 * kk + 2 * t + 8]);
   }
+  __syncthreads();  // K and V overwrite the queries
   const int32_t pos[2] = {pos0 + r0 + g, pos0 + r0 + g + 8};
   const bool valid[2] = {r0 + g < rows, r0 + g + 8 < rows};
   const PagedKv kv{k_cache, v_cache, batch.block_tables + int64_t(seq) * batch.max_blocks_per_seq, layout.block_size,

@@ -331,7 +331,7 @@ TEST(BackendOps, KvWriteAndAttention) {
   for (auto& be : all_backends()) {
     be->reserve(limits());
     for (DType kv_type : {DType::F32, DType::F16, DType::BF16}) {
-      for (int64_t hd : {64, 128}) {
+      for (int64_t hd : {64, 128, 256}) {
         for (int32_t group : {1, 4}) {
           const kernels::OpShape shape{.head_dim = hd, .group = group};
           if (!runs(*be, Op::KvWrite, kv_type, shape) || !runs(*be, Op::Attention, kv_type, shape)) continue;

@@ -23,6 +23,12 @@ namespace {
 
 using kernels::DType;
 
+std::unique_ptr<LlamaModel> written(const test::TinyModelSpec& spec, const std::string& stem) {
+  const std::string path = test::temp_model_path(stem);
+  test::write_tiny_model(path, spec);
+  return LlamaModel::load(path);
+}
+
 std::unique_ptr<LlamaModel> tiny(DType matrix_type) {
   test::TinyModelSpec spec;
   spec.dim = 256;
@@ -32,9 +38,7 @@ std::unique_ptr<LlamaModel> tiny(DType matrix_type) {
   spec.num_layers = 3;
   spec.matrix_type = matrix_type;
   spec.embd_type = matrix_type;
-  const std::string path = test::temp_model_path("tiny_cuda");
-  test::write_tiny_model(path, spec);
-  return LlamaModel::load(path);
+  return written(spec, "tiny_cuda");
 }
 
 std::vector<int32_t> random_tokens(size_t n, uint32_t seed, int32_t vocab) {
@@ -277,9 +281,7 @@ TEST(CudaRunnerWithoutDevice, ConstructorSaysWhatIsMissing) {
 
 TEST_F(CudaRunner, RejectsUnsupportedHeadDim) {
   test::TinyModelSpec spec;  // dim 64 over 4 heads: head_dim 16
-  const std::string path = test::temp_model_path("tiny_hd16");
-  test::write_tiny_model(path, spec);
-  const auto model = LlamaModel::load(path);
+  const auto model = written(spec, "tiny_hd16");
   try {
     small_gpu(*model, true);
     FAIL() << "constructed a CUDA runner for head dim 16";
@@ -297,9 +299,7 @@ TEST_F(CudaRunner, MixtureOfExpertsMatchesCpu) {
   spec.num_kv_heads = 2;
   spec.num_experts = 4;
   spec.experts_used = 2;
-  const std::string path = test::temp_model_path("tiny_moe");
-  test::write_tiny_model(path, spec);
-  const auto model = LlamaModel::load(path);
+  const auto model = written(spec, "tiny_moe");
   const auto gpu = small_gpu(*model, true);
   const auto cpu = test::cpu_runner(*model, gpu->num_kv_blocks());
   const auto tokens = random_tokens(40, 9, model->config().vocab_size);
@@ -309,6 +309,37 @@ TEST_F(CudaRunner, MixtureOfExpertsMatchesCpu) {
   const ForwardBatch decode{{{40, {7}, table_for(0, 4, gpu->num_kv_blocks()), LogitRows::Last}}};
   const ForwardOutput cd = cpu->forward(decode), gd = gpu->forward(decode);
   EXPECT_LE(max_diff(cd, gd), kTinyTolerance * std::max(1.0, max_abs(cd)));
+}
+
+// Gemma 3 on the GPU: head dim 256, GeGLU, pre- and post-norms, per-head Q/K norms, a scaled
+// embedding, and five sliding-window layers to one global (six KV groups, one table each).
+TEST_F(CudaRunner, Gemma3WithHeadDim256MatchesCpu) {
+  test::TinyModelSpec spec;
+  spec.arch = "gemma3";
+  spec.num_layers = 6;
+  spec.dim = 512;
+  spec.num_heads = 2;  // head_dim 256
+  spec.num_kv_heads = 1;
+  spec.ffn_dim = 256;
+  spec.sliding_window = 8;
+  const auto model = written(spec, "tiny_gemma3_hd256");
+  const auto gpu = small_gpu(*model, true);
+  const auto windows = gpu->kv_group_windows();
+  ASSERT_EQ(windows.size(), 6u);
+  ASSERT_EQ(std::count(windows.begin(), windows.end(), 0), 1);
+  const auto cpu = test::cpu_runner(*model, gpu->num_kv_blocks() / 6);
+  const auto tables = test::per_group(*gpu, {5, 3, 9, 1});
+  auto tokens = random_tokens(40, 21, model->config().vocab_size);
+  const ForwardBatch prefill{{{0, tokens, tables, LogitRows::All}}};
+  const ForwardOutput c = cpu->forward(prefill), g = gpu->forward(prefill);
+  EXPECT_LE(max_diff(c, g), kTinyTolerance * std::max(1.0, max_abs(c))) << "prefill";
+  for (int step = 0; step < 3; ++step) {
+    const int32_t next = 17 + step;
+    const ForwardBatch decode{{{int32_t(tokens.size()), {next}, tables, LogitRows::Last}}};
+    tokens.push_back(next);
+    const ForwardOutput cd = cpu->forward(decode), gd = gpu->forward(decode);
+    EXPECT_LE(max_diff(cd, gd), kTinyTolerance * std::max(1.0, max_abs(cd))) << "decode step " << step;
+  }
 }
 
 // Greedy sampling on the GPU picks the CPU's token wherever the CPU's choice is decisive.
