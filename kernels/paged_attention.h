@@ -74,6 +74,10 @@ void prefill_attention(const float* q, const void* k_cache, const void* v_cache,
 // head, for all the query heads of its group.
 constexpr int32_t kDecodePartition = 512;
 constexpr int32_t kDecodeMaxGroup = 8;  // query heads per KV head one decode block serves
+// The head dims both attention kernels are instantiated for (attention_tile.cuh's dispatch).
+constexpr bool attention_head_dim_supported(int64_t head_dim) {
+  return head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
 size_t decode_attention_workspace_bytes(int32_t num_seqs, int32_t num_heads, int32_t head_dim,
                                         int32_t max_context_len);
 void decode_attention(const float* q, const void* k_cache, const void* v_cache, DType kv_type,

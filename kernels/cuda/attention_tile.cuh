@@ -41,7 +41,7 @@ inline void check_attention_args(const char* op, const float* q, const void* k_c
                                  DType kv_type, const KvLayout& layout, const AttentionBatch& batch,
                                  int32_t num_heads, const float* out) {
   require(kv_type == DType::F16 || kv_type == DType::BF16, op, "KV cache type must be F16 or BF16");
-  require(layout.head_dim == 64 || layout.head_dim == 128 || layout.head_dim == 256, op,
+  require(attention_head_dim_supported(layout.head_dim), op,
           "head_dim " + std::to_string(layout.head_dim) + " is not supported (64, 128 or 256)");
   require(layout.block_size > 0 && layout.num_kv_heads > 0, op, "block_size and num_kv_heads must be positive");
   require(num_heads > 0 && num_heads % layout.num_kv_heads == 0, op,

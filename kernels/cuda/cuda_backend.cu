@@ -75,9 +75,8 @@ class CudaBackend final : public Backend {
       case Op::Matmul: return stored_type(type);
       case Op::KvWrite: return type == DType::F16 || type == DType::BF16;
       case Op::Attention:
-        return (type == DType::F16 || type == DType::BF16) &&
-               (s.head_dim == 64 || s.head_dim == 128 || s.head_dim == 256) && s.group >= 1 &&
-               s.group <= cuda::kDecodeMaxGroup && s.window >= 0;
+        return (type == DType::F16 || type == DType::BF16) && cuda::attention_head_dim_supported(s.head_dim) &&
+               s.group >= 1 && s.group <= cuda::kDecodeMaxGroup && s.window >= 0;
       case Op::MoeRoute:
         return type == DType::F32 && s.experts >= 1 && s.experts <= kMoeMaxExperts && s.top_k >= 1 &&
                s.top_k <= kMoeMaxTopK;

@@ -121,7 +121,7 @@ size_t runnable_from(const BlockRun& b, size_t k) {
 
 // Suspends the current lane and goes straight on to the next runnable one, or back to the scheduler
 // once every lane has had its turn (or a lane has thrown): one switch per turn instead of two.
-void yield_to_scheduler(Lane& lane) {
+void end_turn(Lane& lane) {
   BlockRun& b = *running;
   const size_t next = b.error ? b.lanes.size() : runnable_from(b, order(b, b.current) + 1);
   if (next == b.lanes.size()) {
@@ -142,7 +142,7 @@ void yield_to_scheduler(Lane& lane) {
   }
   Lane& lane = running->lanes[running->current];
   lane.state = State::Done;
-  yield_to_scheduler(lane);
+  end_turn(lane);
   __builtin_unreachable();  // a finished fiber is never resumed
 }
 
@@ -297,7 +297,7 @@ void run_block(BlockRun& b, dim3 grid, dim3 block, uint3 block_idx, bool reverse
   }
   const dim3 where(block_idx.x, block_idx.y, block_idx.z);
   for (;;) {
-    // One turn for every runnable lane; each hands over to the next (yield_to_scheduler).
+    // One turn for every runnable lane; each hands over to the next (end_turn).
     if (const size_t first = runnable_from(b, 0); first < n) {
       b.current = first;
       flashserve_emu_switch(&b.scheduler, b.lanes[first].stack_pointer);
@@ -336,7 +336,7 @@ void arrive(Lane& l, WarpOp op, unsigned mask) {
   l.op = op;
   l.mask = mask;
   l.state = State::AtWarpOp;
-  yield_to_scheduler(l);
+  end_turn(l);
 }
 
 }  // namespace
@@ -369,7 +369,7 @@ void mma_16x8x16(bool bf16, float (&c)[4], const uint32_t (&a)[4], const uint32_
 void sync_threads() {
   Lane& l = current_lane();
   l.state = State::AtBarrier;
-  yield_to_scheduler(l);
+  end_turn(l);
 }
 
 void* dynamic_shared() {

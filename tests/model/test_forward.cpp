@@ -18,11 +18,7 @@ namespace {
 using kernels::DType;
 using Logits = std::vector<std::vector<float>>;  // [position][vocab]
 
-std::unique_ptr<LlamaModel> tiny(const test::TinyModelSpec& spec) {
-  const std::string path = test::temp_model_path("tiny");
-  test::write_tiny_model(path, spec);
-  return LlamaModel::load(path);
-}
+std::unique_ptr<LlamaModel> tiny(const test::TinyModelSpec& spec) { return test::load_tiny_model(spec, "tiny"); }
 
 std::vector<int32_t> random_tokens(int n, uint32_t seed) {
   std::mt19937 rng(seed);

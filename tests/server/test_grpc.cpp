@@ -16,9 +16,7 @@ namespace {
 class GrpcTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string path = temp_model_path("grpc");
-    write_tiny_model(path, tiny_spec_for_server());
-    model_ = LlamaModel::load(path).release();
+    model_ = load_tiny_model(tiny_spec_for_server(), "grpc").release();
   }
   static void TearDownTestSuite() { delete model_; }
 

@@ -405,9 +405,7 @@ TEST(HttpBatchInvariance, ARequestIsTheSameAloneAndAmong63Others) {
   // of the GEMV, so without the flag the runners-up's logprobs differ (checked).
   TinyModelSpec spec = tiny_spec_for_server();
   spec.matrix_type = kernels::DType::Q8_0;
-  const std::string path = temp_model_path("invariance");
-  write_tiny_model(path, spec);
-  const std::unique_ptr<LlamaModel> model = LlamaModel::load(path);
+  const std::unique_ptr<LlamaModel> model = load_tiny_model(spec, "invariance");
   EngineOptions options = test_engine_options(16 << 20);
   options.batch_invariant = true;
   HttpHarness h(*model, options);

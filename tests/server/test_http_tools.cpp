@@ -23,9 +23,7 @@ class HttpTools : public ::testing::Test {
   static void SetUpTestSuite() {
     TinyModelSpec spec = tiny_spec_for_server();
     spec.context_len = 2048;
-    const std::string path = temp_model_path("tools");
-    write_tiny_model(path, spec);
-    model_ = LlamaModel::load(path);
+    model_ = load_tiny_model(spec, "tools");
     h_ = new HttpHarness(*model_, test_engine_options(8 << 20));
   }
   static void TearDownTestSuite() {

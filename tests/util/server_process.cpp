@@ -93,7 +93,13 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
-TinyModelSpec tiny_spec_for_server() { return {.dim = 128, .num_heads = 2, .num_kv_heads = 1}; }
+TinyModelSpec tiny_spec_for_server() {
+  TinyModelSpec spec;
+  spec.dim = 128;
+  spec.num_heads = 2;
+  spec.num_kv_heads = 1;
+  return spec;
+}
 
 const std::string& tiny_model_for_server() {
   static const std::string path = [] {

@@ -1,8 +1,10 @@
 // Tiny random models of the Llama family, written as real GGUF files so tests exercise the real loader.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include "kernels/dtype.h"
+#include "model/llama_model.h"
 
 namespace flashserve::test {
 
@@ -39,5 +41,8 @@ void write_tiny_model(const std::string& path, const TinyModelSpec& spec);
 
 // A fresh path under the test temp dir, unique per call.
 std::string temp_model_path(const std::string& stem);
+
+// The model written to a fresh temp_model_path(stem), loaded.
+std::unique_ptr<LlamaModel> load_tiny_model(const TinyModelSpec& spec, const std::string& stem);
 
 }  // namespace flashserve::test

@@ -23,12 +23,6 @@ namespace {
 
 using kernels::DType;
 
-std::unique_ptr<LlamaModel> written(const test::TinyModelSpec& spec, const std::string& stem) {
-  const std::string path = test::temp_model_path(stem);
-  test::write_tiny_model(path, spec);
-  return LlamaModel::load(path);
-}
-
 std::unique_ptr<LlamaModel> tiny(DType matrix_type) {
   test::TinyModelSpec spec;
   spec.dim = 256;
@@ -38,7 +32,7 @@ std::unique_ptr<LlamaModel> tiny(DType matrix_type) {
   spec.num_layers = 3;
   spec.matrix_type = matrix_type;
   spec.embd_type = matrix_type;
-  return written(spec, "tiny_cuda");
+  return test::load_tiny_model(spec, "tiny_cuda");
 }
 
 std::vector<int32_t> random_tokens(size_t n, uint32_t seed, int32_t vocab) {
@@ -281,7 +275,7 @@ TEST(CudaRunnerWithoutDevice, ConstructorSaysWhatIsMissing) {
 
 TEST_F(CudaRunner, RejectsUnsupportedHeadDim) {
   test::TinyModelSpec spec;  // dim 64 over 4 heads: head_dim 16
-  const auto model = written(spec, "tiny_hd16");
+  const auto model = test::load_tiny_model(spec, "tiny_hd16");
   try {
     small_gpu(*model, true);
     FAIL() << "constructed a CUDA runner for head dim 16";
@@ -299,7 +293,7 @@ TEST_F(CudaRunner, MixtureOfExpertsMatchesCpu) {
   spec.num_kv_heads = 2;
   spec.num_experts = 4;
   spec.experts_used = 2;
-  const auto model = written(spec, "tiny_moe");
+  const auto model = test::load_tiny_model(spec, "tiny_moe");
   const auto gpu = small_gpu(*model, true);
   const auto cpu = test::cpu_runner(*model, gpu->num_kv_blocks());
   const auto tokens = random_tokens(40, 9, model->config().vocab_size);
@@ -322,12 +316,12 @@ TEST_F(CudaRunner, Gemma3WithHeadDim256MatchesCpu) {
   spec.num_kv_heads = 1;
   spec.ffn_dim = 256;
   spec.sliding_window = 8;
-  const auto model = written(spec, "tiny_gemma3_hd256");
+  const auto model = test::load_tiny_model(spec, "tiny_gemma3_hd256");
   const auto gpu = small_gpu(*model, true);
   const auto windows = gpu->kv_group_windows();
   ASSERT_EQ(windows.size(), 6u);
   ASSERT_EQ(std::count(windows.begin(), windows.end(), 0), 1);
-  const auto cpu = test::cpu_runner(*model, gpu->num_kv_blocks() / 6);
+  const auto cpu = test::cpu_runner(*model, gpu->num_kv_blocks() / int32_t(windows.size()));
   const auto tables = test::per_group(*gpu, {5, 3, 9, 1});
   auto tokens = random_tokens(40, 21, model->config().vocab_size);
   const ForwardBatch prefill{{{0, tokens, tables, LogitRows::All}}};
