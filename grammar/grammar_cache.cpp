@@ -4,7 +4,7 @@
 
 namespace flashserve::grammar {
 
-std::shared_ptr<const CompiledGrammar> GrammarCache::get(const std::string& gbnf) {
+std::shared_ptr<const CompiledGrammar> GrammarCache::get(const std::string& gbnf, std::function<bool()> cancelled) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = index_.find(gbnf); it != index_.end()) {
@@ -14,7 +14,8 @@ std::shared_ptr<const CompiledGrammar> GrammarCache::get(const std::string& gbnf
   }
   // Compiled outside the lock, so one slow grammar holds up no other request; two requests racing
   // on the same new text both compile it, and the second insert finds the first's.
-  auto compiled = std::make_shared<const CompiledGrammar>(parse_gbnf(gbnf), vocab_);
+  auto compiled = std::make_shared<const CompiledGrammar>(parse_gbnf(gbnf), vocab_,
+                                                          CompileBudget(std::move(cancelled)));
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = index_.find(gbnf); it != index_.end()) return it->second->second;
   lru_.emplace_front(gbnf, compiled);

@@ -4,6 +4,7 @@
 // take a few MB); safe to share between request threads.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -19,8 +20,9 @@ class GrammarCache {
                         size_t max_bytes = size_t(256) << 20)
       : vocab_(std::move(vocab)), capacity_(capacity), max_bytes_(max_bytes) {}
 
-  // The grammar `gbnf` (root rule "root") compiled for this vocabulary. Throws GrammarError.
-  std::shared_ptr<const CompiledGrammar> get(const std::string& gbnf);
+  // The grammar `gbnf` (root rule "root") compiled for this vocabulary within CompileBudget's
+  // limit. Throws GrammarError; CompileCancelled once `cancelled` says so.
+  std::shared_ptr<const CompiledGrammar> get(const std::string& gbnf, std::function<bool()> cancelled = {});
   size_t size() const;
   size_t bytes() const;
 

@@ -20,10 +20,6 @@ namespace {
 
 using namespace json_schema_detail;
 
-// Work bound, in subschemas compiled plus JSON values copied or written out: a small schema can
-// multiply its work (anyOf siblings are merged into every branch, branches nest).
-constexpr size_t kMaxWork = 200000;
-
 // A GBNF expression; `alternatives` when it has a top-level '|' (it needs parentheses in a sequence).
 struct Expr {
   std::string text;
@@ -150,13 +146,10 @@ class Compiler final : public RuleSink {
     return define(hint, body);
   }
 
-  void charge_work(size_t n, const std::string& path) {
-    work_ += n;
-    if (work_ > kMaxWork) fail("schema too complex: over " + std::to_string(kMaxWork) + " steps to compile", path);
-  }
+  void charge_work(size_t n, const std::string& path) { json_schema_detail::charge_work(work_, n, path); }
 
   std::optional<Json> merge(const std::vector<std::pair<const Json*, std::string>>& parts, int depth) {
-    std::optional<Json> merged = merge_schemas(doc_, parts, depth);
+    std::optional<Json> merged = merge_schemas(doc_, parts, depth, work_);
     if (merged) charge_work(count_values(*merged), parts.front().second);
     return merged;
   }

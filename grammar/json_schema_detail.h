@@ -27,6 +27,13 @@ constexpr int kMaxDepth = 64;             // nested subschemas (through $ref and
 constexpr uint64_t kMaxRepeat = 1000;     // largest minLength/maxLength/minItems/maxItems
 constexpr uint64_t kMaxRepeatTotal = 40000;  // all of them together: each costs grammar rules
 constexpr size_t kMaxGrammarBytes = size_t(1) << 20;
+// Work bound, in subschemas compiled or inlined plus JSON values copied or written out: a small
+// schema can multiply its work (anyOf siblings are merged into every branch, branches nest, $refs
+// fan out). 200,000 steps take well under a second.
+constexpr size_t kMaxWork = 200000;
+
+// Adds `n` to `work`; past kMaxWork, GrammarError naming `path`.
+void charge_work(size_t& work, size_t n, const std::string& path);
 
 // GrammarError("json schema: <what> at <path>"), the path a JSON pointer into the schema.
 [[noreturn]] void fail(const std::string& what, const std::string& path);
@@ -70,8 +77,9 @@ class SchemaDoc {
 // sibling keywords): object keywords merged property by property, bounds tightened, types
 // intersected. Top-level $ref and allOf inside the parts are inlined. nullopt when the parts
 // provably match nothing (a false schema, no common type); GrammarError when they cannot be merged.
+// Each subschema inlined is charged to `work`.
 std::optional<Json> merge_schemas(const SchemaDoc& doc, const std::vector<std::pair<const Json*, std::string>>& parts,
-                                  int depth);
+                                  int depth, size_t& work);
 
 // ---- json_schema_numbers.cpp ----
 

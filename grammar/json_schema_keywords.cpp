@@ -2,6 +2,7 @@
 // and allOf folded into a single schema.
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "grammar/json_schema_detail.h"
 
@@ -142,10 +143,19 @@ using Parts = std::vector<std::pair<const Json*, std::string>>;
 // Thrown when the parts provably match nothing.
 struct Empty {};
 
-// The parts' top-level $ref and allOf, recursively replaced by what they point to.
-void flatten(const SchemaDoc& doc, const Json& s, const std::string& path, int depth,
-             std::vector<std::string>& inlining, std::vector<const Json*>& out) {
+struct Flattening {
+  std::vector<std::string> inlining;  // the $ref targets being inlined, outermost first
+  std::set<std::string> inlined;      // every target inlined so far
+  size_t& work;
+};
+
+// The parts' top-level $ref and allOf, recursively replaced by what they point to. A target
+// already inlined adds nothing (all of A and A is A), so $refs that fan out to the same schemas
+// cost their number, not the number of paths to them.
+void flatten(const SchemaDoc& doc, const Json& s, const std::string& path, int depth, Flattening& f,
+             std::vector<const Json*>& out) {
   if (depth > kMaxDepth) fail("nested deeper than " + std::to_string(kMaxDepth), path);
+  charge_work(f.work, 1, path);
   if (s.is_boolean()) {
     if (!s.get<bool>()) throw Empty{};
     return;
@@ -154,17 +164,19 @@ void flatten(const SchemaDoc& doc, const Json& s, const std::string& path, int d
   doc.check_keywords(s, path);
   if (s.contains("$ref")) {
     const SchemaDoc::Target t = doc.resolve(s["$ref"], path);
-    if (std::find(inlining.begin(), inlining.end(), t.pointer) != inlining.end()) {
+    if (std::find(f.inlining.begin(), f.inlining.end(), t.pointer) != f.inlining.end()) {
       fail("$ref '" + s["$ref"].get<std::string>() + "' recurses without consuming input", path);
     }
-    inlining.push_back(t.pointer);
-    flatten(doc, *t.schema, t.pointer, depth + 1, inlining, out);
-    inlining.pop_back();
+    if (f.inlined.insert(t.pointer).second) {
+      f.inlining.push_back(t.pointer);
+      flatten(doc, *t.schema, t.pointer, depth + 1, f, out);
+      f.inlining.pop_back();
+    }
   }
   if (s.contains("allOf")) {
     const Json& branches = s["allOf"];
     for (size_t i = 0; i < branches.size(); ++i) {
-      flatten(doc, branches[i], child_path(child_path(path, "allOf"), std::to_string(i)), depth + 1, inlining, out);
+      flatten(doc, branches[i], child_path(child_path(path, "allOf"), std::to_string(i)), depth + 1, f, out);
     }
   }
   out.push_back(&s);
@@ -413,11 +425,16 @@ SchemaDoc::Target SchemaDoc::resolve(const Json& ref, const std::string& path) c
   return t;
 }
 
-std::optional<Json> merge_schemas(const SchemaDoc& doc, const Parts& parts, int depth) {
+void charge_work(size_t& work, size_t n, const std::string& path) {
+  work += n;
+  if (work > kMaxWork) fail("schema too complex: over " + std::to_string(kMaxWork) + " steps to compile", path);
+}
+
+std::optional<Json> merge_schemas(const SchemaDoc& doc, const Parts& parts, int depth, size_t& work) {
   try {
     std::vector<const Json*> flat;
-    std::vector<std::string> inlining;
-    for (const auto& [schema, path] : parts) flatten(doc, *schema, path, depth, inlining, flat);
+    Flattening f{{}, {}, work};
+    for (const auto& [schema, path] : parts) flatten(doc, *schema, path, depth, f, flat);
     return merge_parts(flat, parts.front().second);
   } catch (const Empty&) {
     return std::nullopt;

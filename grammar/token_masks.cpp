@@ -1,6 +1,7 @@
 #include "grammar/token_masks.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "grammar/rule_inlining.h"
 
@@ -9,8 +10,6 @@ namespace {
 
 // Chains of rules each used from one place are followed this far when cutting a stack loose.
 constexpr int kMaxChain = 16;
-// Trie steps all positions' walks may take together: a bound on compile time (a few seconds).
-constexpr uint64_t kMaxCompileSteps = 100'000'000;
 
 bool has(const MatchState& s, int32_t id) { return std::binary_search(s.stacks.begin(), s.stacks.end(), id); }
 
@@ -77,9 +76,25 @@ class Continuations {
 
 void set_bit(TokenBitmask& m, int32_t t) { m[size_t(t) >> 5] |= uint32_t(1) << (t & 31); }
 
+// The character positions, spread out: a prime stride through them, so that the first walks are a
+// fair sample of the grammar for CompileBudget's projection (a grammar's costly positions tend to
+// sit together, e.g. the run of one long repetition).
+std::vector<int32_t> walk_order(const Grammar& g) {
+  std::vector<int32_t> chars;
+  for (int32_t pos = 0; pos < int32_t(g.num_elements()); ++pos) {
+    if (g.at(pos).kind == Element::Kind::Chars) chars.push_back(pos);
+  }
+  const size_t n = chars.size();
+  size_t stride = 7919;
+  while (n > 0 && std::gcd(stride, n) != 1) stride += 2;  // odd and coprime to n: every position once
+  std::vector<int32_t> order(n);
+  for (size_t k = 0; k < n; ++k) order[k] = chars[k * stride % n];
+  return order;
+}
+
 }  // namespace
 
-CompiledGrammar::CompiledGrammar(const Grammar& g, std::shared_ptr<const VocabularyIndex> vocab,
+CompiledGrammar::CompiledGrammar(const Grammar& g, std::shared_ptr<const VocabularyIndex> vocab, CompileBudget budget,
                                  size_t max_table_bytes)
     : grammar_(std::make_shared<const Grammar>(inline_small_rules(g))), vocab_(std::move(vocab)), index_(grammar_->num_elements(), -1) {
   const Grammar& gr = *grammar_;
@@ -90,21 +105,17 @@ CompiledGrammar::CompiledGrammar(const Grammar& g, std::shared_ptr<const Vocabul
   const TokenTrie& trie = vocab_->trie;
   std::vector<MatchState> states(size_t(trie.max_depth()) + 1);
   std::vector<uint8_t> context;
-  uint64_t steps = 0;
-  for (int32_t pos = 0; pos < int32_t(gr.num_elements()); ++pos) {
-    if (gr.at(pos).kind != Element::Kind::Chars) continue;
+  const std::vector<int32_t> order = walk_order(gr);
+  budget.start(uint64_t(trie.num_nodes()), order.size());
+  for (int32_t pos : order) {
     const size_t mark = pool.size();
     states[0].stacks.assign(1, pool.node(pos, continuations.parent(pool, continuations.rule_of(pos))));
     PositionTokens p;
-    steps += walk(
+    budget.spend(walk(
         stepper, trie, 0, trie.num_nodes(), states, context,
         [&](std::span<const int32_t> tokens) { p.accepted.insert(p.accepted.end(), tokens.begin(), tokens.end()); },
-        [&](int32_t node) { p.uncertain_roots.push_back(node); });
+        [&](int32_t node) { p.uncertain_roots.push_back(node); }));
     pool.rollback(mark);
-    if (steps > kMaxCompileSteps) {
-      throw GrammarError("grammar too complex: precomputing its token masks passed the limit of " +
-                         std::to_string(kMaxCompileSteps) + " steps");
-    }
     if (p.accepted.size() * 16 > vocab_size) {  // dense: a bitmask ORs faster than a list sets
       p.accepted_bits.assign(vocab_->mask_words(), 0);
       for (int32_t t : p.accepted) set_bit(p.accepted_bits, t);
@@ -119,6 +130,7 @@ CompiledGrammar::CompiledGrammar(const Grammar& g, std::shared_ptr<const Vocabul
     index_[size_t(pos)] = int32_t(positions_.size());
     positions_.push_back(std::move(p));
   }
+  compile_steps_ = budget.spent();
 }
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> g)

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <vector>
+#include "grammar/compile_budget.h"
 #include "grammar/grammar.h"
 #include "grammar/matcher.h"
 #include "grammar/token_trie.h"
@@ -31,13 +32,16 @@ struct VocabularyIndex {
 class CompiledGrammar {
  public:
   // Matching then runs on `g` with small rules copied per use (rule_inlining.h): grammar() is that.
-  // Throws GrammarError when the tables would pass `max_table_bytes` (or the compile its step limit).
-  CompiledGrammar(const Grammar& g, std::shared_ptr<const VocabularyIndex> vocab,
+  // Throws GrammarError when the tables would pass `max_table_bytes` or the compile its budget,
+  // CompileCancelled when the budget's caller cancels it.
+  CompiledGrammar(const Grammar& g, std::shared_ptr<const VocabularyIndex> vocab, CompileBudget budget = CompileBudget(),
                   size_t max_table_bytes = kMaxTableBytes);
 
   static constexpr size_t kMaxTableBytes = size_t(64) << 20;
   // What the per-position tables hold (what a cache of compiled grammars should count).
   size_t table_bytes() const { return table_bytes_; }
+  // Trie steps the compile took (what CompileBudget counts).
+  uint64_t compile_steps() const { return compile_steps_; }
 
   const Grammar& grammar() const { return *grammar_; }
   const std::shared_ptr<const Grammar>& grammar_ptr() const { return grammar_; }
@@ -60,6 +64,7 @@ class CompiledGrammar {
   std::vector<int32_t> index_;  // per grammar position
   std::vector<PositionTokens> positions_;
   size_t table_bytes_ = 0;
+  uint64_t compile_steps_ = 0;
 };
 
 // One request's constrained decoding.

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "model/bounded_json.h"
+
 namespace flashserve {
 namespace {
 
@@ -30,7 +32,7 @@ std::string tools_system_text(const Json& tools) {
 // An arguments string that holds a JSON object becomes that object; anything else stays as it is.
 Json arguments_value(const Json& arguments) {
   if (!arguments.is_string()) return arguments;
-  Json parsed = Json::parse(arguments.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+  Json parsed = parse_bounded_json_or_discarded<Json>(arguments.get<std::string>());
   return parsed.is_object() ? parsed : arguments;
 }
 

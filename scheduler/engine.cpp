@@ -1,6 +1,7 @@
 #include "scheduler/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 
 namespace flashserve {
@@ -84,6 +85,7 @@ std::optional<RequestError> Engine::submit(std::vector<Submission> batch) {
                                                    " requests already waiting (limit " +
                                                    std::to_string(cfg_.max_waiting) + ")"};
   }
+  if (auto error = check_backlog(n)) return error;
   num_not_started_ += n;
   for (Submission& s : batch) {
     GenerateRequest& g = s.req;
@@ -96,6 +98,20 @@ std::optional<RequestError> Engine::submit(std::vector<Submission> batch) {
   }
   wake_.notify_one();
   return std::nullopt;
+}
+
+// With mu_ held. Only with a queue: a request that would start at once is never refused.
+std::optional<RequestError> Engine::check_backlog(int32_t n) const {
+  const double limit = std::chrono::duration<double>(cfg_.max_queue_time).count();
+  if (limit <= 0 || num_not_started_ == 0) return std::nullopt;
+  const double wait = backlog_.predicted_wait(num_not_started_ + n);
+  if (wait <= limit) return std::nullopt;
+  char text[160];
+  std::snprintf(text, sizeof(text),
+                "server overloaded: the %d requests queued ahead would keep this one waiting about %.0f s, "
+                "past the server's queue limit of %.0f s; retry later",
+                num_not_started_, std::min(wait, 1e6), limit);
+  return RequestError{ErrorKind::Overloaded, text};
 }
 
 void Engine::cancel(const std::string& req_id) {
@@ -144,6 +160,7 @@ void Engine::loop() {
 bool Engine::step() {
   drain_inbox();
   const auto t0 = Clock::now();
+  const bool backlog = scheduler_.num_waiting() > 0;
   const SchedulerOutput out = scheduler_.schedule(budget_.next(scheduler_.num_decoding()));
   if (out.empty()) {
     publish_stats(false);
@@ -154,6 +171,10 @@ bool Engine::step() {
   run_batch(out);
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   budget_.observe(out.num_batched_tokens, seconds);
+  if (backlog) {
+    std::lock_guard lock(mu_);
+    backlog_.observe(seconds, out.num_started);
+  }
   if (on_step_) on_step_({seconds, int32_t(out.scheduled.size()), out.num_batched_tokens, out.num_preempted});
   return true;
 }

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 #include "model/model_runner.h"
+#include "scheduler/backlog_rate.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/step_budget.h"
 
@@ -23,7 +24,8 @@ struct EngineConfig {
   // Requests accepted but not yet started beyond this are refused as overload (exactly: a
   // request's choices are admitted all together or not at all).
   int32_t max_waiting = 1024;
-  // A request that has not started this long after it arrived is dropped as overload (zero: never).
+  // A request that has not started this long after it arrived is dropped as overload (zero: never),
+  // and one that the queue ahead of it would keep waiting longer is refused at once (backlog_rate.h).
   Clock::duration max_queue_time{};
   bool enable_prefix_caching = true;
   // While requests stream tokens, steps are cut to the tokens that fit this long (0: never cut;
@@ -112,6 +114,7 @@ class Engine {
     OutputCallback on_output;
   };
   std::optional<RequestError> check(const GenerateRequest& g) const;
+  std::optional<RequestError> check_backlog(int32_t n) const;
   void loop();
   void drain_inbox();
   void report_dropped(const SchedulerOutput& out);
@@ -135,6 +138,7 @@ class Engine {
   std::vector<std::string> cancels_;
   std::optional<RequestError> abort_all_;
   int32_t num_not_started_ = 0;  // in the inbox, or queued and never scheduled
+  BacklogRate backlog_;
   EngineStats stats_;
   bool stopping_ = false;
 

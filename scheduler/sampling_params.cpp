@@ -42,6 +42,12 @@ std::string vocab_rule(int32_t vocab_size) { return "in [0, " + std::to_string(v
 
 std::optional<std::string> check_token_lists(const SamplingParams& p, int32_t vocab_size) {
   const std::string ids = vocab_rule(vocab_size);
+  for (const auto& [name, size] : {std::pair{"logit_bias", p.logit_bias.size()}, {"stop_token_ids", p.stop_token_ids.size()}}) {
+    if (size > kMaxTokenListSize) {
+      return std::string(name) + " may hold at most " + std::to_string(kMaxTokenListSize) + " entries, got " +
+             std::to_string(size);
+    }
+  }
   for (const auto& [id, bias] : p.logit_bias) {
     if (id < 0 || id >= vocab_size) return must_be("logit_bias token id", ids.c_str(), id);
     if (!in_closed(bias, -100.0f, 100.0f)) {

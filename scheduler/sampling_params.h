@@ -39,6 +39,9 @@ struct SamplingParams {
 // that work (OpenAI also allows 4).
 constexpr size_t kMaxStopStrings = 4;
 constexpr size_t kMaxStopBytes = 256;
+// logit_bias entries and stop_token_ids, each: OpenAI documents no limit; this bounds the work every
+// step does for them, the same on every API.
+constexpr size_t kMaxTokenListSize = 1024;
 
 // nullopt if valid, else a message naming the offending field (for a 400 / INVALID_ARGUMENT).
 std::optional<std::string> validate(const SamplingParams& p, int32_t vocab_size);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -9,6 +10,7 @@
 
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
+#include "model/bounded_json.h"
 #include "server/grpc_convert.h"
 
 namespace flashserve::grpc_api {
@@ -27,15 +29,17 @@ Status too_long(const Serving& serving) {
                                         std::to_string(serving.max_model_len()) + " tokens can hold"};
 }
 
-// The request's constraint compiled into params.grammar (shared with the HTTP API's cache).
-Status constrain(const Serving& serving, const pb::Constraint& c, SamplingParams& params) {
+// The request's constraint compiled into params.grammar (shared with the HTTP API's cache). The
+// compile stops early once `cancelled` says so.
+Status constrain(const Serving& serving, const pb::Constraint& c, SamplingParams& params,
+                 const std::function<bool()>& cancelled) {
   std::string gbnf;
   try {
     switch (c.kind_case()) {
       case pb::Constraint::KIND_NOT_SET: return Status::OK;
       case pb::Constraint::kJsonSchema: {
         // Ordered, so properties are generated in the order the schema lists them.
-        const auto schema = nlohmann::ordered_json::parse(c.json_schema(), nullptr, /*allow_exceptions=*/false);
+        const auto schema = parse_bounded_json<nlohmann::ordered_json>(c.json_schema());
         if (schema.is_discarded()) return invalid("constraint.json_schema is not valid JSON");
         grammar::JsonSchemaOptions options;
         options.strict = c.strict();
@@ -49,9 +53,13 @@ Status constrain(const Serving& serving, const pb::Constraint& c, SamplingParams
       case pb::Constraint::kRegex: gbnf = grammar::regex_to_gbnf(c.regex()); break;
       case pb::Constraint::kGrammar: gbnf = c.grammar(); break;
     }
-    params.grammar = serving.compile_grammar(gbnf);
+    params.grammar = serving.compile_grammar(gbnf, cancelled);
+  } catch (const grammar::CompileCancelled& e) {
+    return {StatusCode::UNAVAILABLE, std::string(e.what()) + ": the call was cancelled or the server is stopping"};
   } catch (const grammar::GrammarError& e) {
     return invalid(std::string("constraint: ") + e.what());
+  } catch (const JsonTooDeep& e) {
+    return invalid(std::string("constraint.json_schema: ") + e.what());
   }
   return Status::OK;
 }
@@ -131,7 +139,9 @@ class GenerationCall : public std::enable_shared_from_this<Derived> {
     ServingRequest r;
     r.prompt_ids.push_back(std::move(ids));
     r.params.push_back(to_sampling_params(req_));
-    if (Status s = constrain(serving_, req_.constraint(), r.params.back()); !s.ok()) return s;
+    // A compile takes this gRPC thread; it ends early if the client leaves or the server stops.
+    const auto cancelled = [ctx = ctx_, &serving = serving_] { return ctx->IsCancelled() || serving.draining(); };
+    if (Status s = constrain(serving_, req_.constraint(), r.params.back(), cancelled); !s.ok()) return s;
     r.arrival = arrival;
     r.deadline = engine_deadline(*ctx_);
     r.priority = req_.priority();

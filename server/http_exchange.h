@@ -18,6 +18,9 @@ struct ExchangeInfo {
   std::chrono::steady_clock::time_point arrival;  // the request's first byte
   bool closing = false;  // the connection ends after this answer (draining, or the client asked)
   std::function<void()> wake;  // a deferred answer calls this (any thread) when it has bytes to send
+  // True once the answer can no longer matter: the client hung up or the server is stopping. Long
+  // work in a handler (a grammar compile) asks it and gives up. Empty for inline routes.
+  std::function<bool()> cancelled;
 };
 
 // An answer given after its handler returned; the connection owns it until it is done, and drops it

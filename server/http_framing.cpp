@@ -42,6 +42,16 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// Whether a comma-separated header value (Connection's) lists `token`.
+bool lists_token(std::string_view value, std::string_view token) {
+  for (size_t start = 0; start <= value.size();) {
+    const size_t end = std::min(value.find(',', start), value.size());
+    if (iequals(trim(value.substr(start, end - start)), token)) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
 // Decimal digits only, no sign, no overflow past `cap` (anything larger reads as cap + 1).
 bool parse_length(std::string_view s, size_t cap, size_t& out) {
   if (s.empty()) return false;
@@ -128,7 +138,7 @@ RequestFramer::State RequestFramer::parse_head(std::string_view buffer) {
   head_.assign(request_line);
   head_ += kCrlf;
 
-  bool has_length = false;
+  bool has_length = false, keep_alive = false;
   for (size_t pos = line_end; pos < head.size();) {
     pos += kCrlf.size();
     const size_t next = std::min(head.find(kCrlf, pos), head.size());
@@ -156,11 +166,16 @@ RequestFramer::State RequestFramer::parse_head(std::string_view buffer) {
       if (!iequals(value, "100-continue")) return fail(417, "Expect '" + std::string(value) + "' is not supported");
       expect_continue_ = true;
     } else {
+      if (iequals(name, "Connection")) {
+        wants_close_ = wants_close_ || lists_token(value, "close");
+        keep_alive = keep_alive || lists_token(value, "keep-alive");
+      }
       head_.append(line);
       head_ += kCrlf;
     }
     pos = next_pos;
   }
+  if (version == "HTTP/1.0" && !keep_alive) wants_close_ = true;
   if (has_length && chunked_) return fail(400, "both Content-Length and Transfer-Encoding are set");
   if (content_length_ > limits_.max_body_bytes) {
     return fail(413, "the request body exceeds " + std::to_string(limits_.max_body_bytes) + " bytes");

@@ -34,6 +34,10 @@ class RequestFramer {
   const std::string& method() const { return method_; }
   const std::string& target() const { return target_; }
   bool expects_continue() const { return expect_continue_; }
+  // The client asked for the connection to end after this answer ("Connection: close", or
+  // HTTP/1.0 without keep-alive): so it does, even when the answer is an error the request's
+  // parser gives before it reads the headers.
+  bool wants_close() const { return wants_close_; }
   // The body size announced by Content-Length (0 for chunked or none); lets a caller refuse
   // before reading it.
   size_t announced_body_bytes() const { return content_length_; }
@@ -58,6 +62,7 @@ class RequestFramer {
   std::string method_, target_;
   bool chunked_ = false;
   bool expect_continue_ = false;
+  bool wants_close_ = false;
   size_t content_length_ = 0;
   // Chunked decoding state: where parsing resumes, and the body decoded so far.
   size_t chunk_pos_ = 0;

@@ -31,6 +31,26 @@ constexpr uint64_t kWakerKey = 1;
 constexpr auto kTick = std::chrono::milliseconds(100);
 constexpr auto kLinger = std::chrono::seconds(2);
 
+// A request handed to the worker pool. The worker and the loop race for it: the worker claims it
+// to run it, the loop to drop it unrun (it waited past max_queue_time, its client left, the server
+// stops), and exactly one of them wins. `cancelled` tells a handler already running to give up.
+struct WorkerTask {
+  enum State : int { kQueued, kRunning, kDropped };
+  bool claim(State to) {
+    int expected = kQueued;
+    return state.compare_exchange_strong(expected, to);
+  }
+  std::atomic<int> state{kQueued};
+  std::atomic<bool> cancelled{false};
+};
+
+// The loop's side of a task, per connection.
+struct PendingTask {
+  std::shared_ptr<WorkerTask> task;
+  SteadyClock::time_point queued_at;
+  size_t charge;  // request-buffer bytes the task holds
+};
+
 }  // namespace
 
 struct HttpLoop::Impl {
@@ -55,6 +75,8 @@ struct HttpLoop::Impl {
   size_t read_cap(const Connection& c) const;
   bool charge(Connection& c);
   Connection* find(uint64_t id);
+  bool drop_task(uint64_t conn_id);
+  void expire_queued(SteadyClock::time_point now);
 
   HttpHandler& handler;
   HttpLoopOptions options;
@@ -65,6 +87,7 @@ struct HttpLoop::Impl {
   int port = -1;
   std::thread thread;
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> conns;
+  std::unordered_map<uint64_t, PendingTask> tasks;  // by connection: requests with the worker pool
   uint64_t next_id = 2;
   size_t buffered_bytes = 0;  // loop thread only
   std::atomic<bool> draining{false};
@@ -274,21 +297,58 @@ void HttpLoop::Impl::dispatch(Connection& c) {
   const size_t charge = std::min(c.budget_charged, c.framer.consumed());
   c.budget_charged -= charge;
   c.phase = Connection::Phase::Handling;
-  ExchangeInfo info{c.peer, c.request_start, draining.load(), [w = std::weak_ptr<LoopWaker>(waker), id = c.id] {
+  ExchangeInfo info{c.peer, c.request_start, draining.load() || c.framer.wants_close(), [w = std::weak_ptr<LoopWaker>(waker), id = c.id] {
                       if (auto waker = w.lock()) waker->wake(id);
-                    }};
+                    }, {}};
   if (handler.runs_inline(c.framer.method(), c.framer.target())) {
     buffered_bytes -= charge;
     apply(c, handler.handle(request, info));
     return;
   }
-  auto task = [this, w = waker, id = c.id, request = std::move(request), info = std::move(info), charge]() mutable {
+  auto state = std::make_shared<WorkerTask>();
+  info.cancelled = [state] { return state->cancelled.load(); };
+  auto task = [this, w = waker, id = c.id, request = std::move(request), info = std::move(info), charge, state]() mutable {
+    if (!state->claim(WorkerTask::kRunning)) return;  // the loop dropped it, answered, and took back its bytes
     LoopWaker::Result r{id, handler.handle(request, info), charge};
     w->post(std::move(r));
   };
   if (!workers->try_post(std::move(task))) {
     buffered_bytes -= charge;
     refuse(c, 429, "server busy: the request queue is full; retry later", "queue_full", false);
+    return;
+  }
+  tasks[c.id] = PendingTask{std::move(state), SteadyClock::now(), charge};
+}
+
+// The connection's task is no longer wanted: cancelled if it runs, never run if it still waits
+// (then true: no answer will come from it).
+bool HttpLoop::Impl::drop_task(uint64_t conn_id) {
+  const auto it = tasks.find(conn_id);
+  if (it == tasks.end()) return false;
+  it->second.task->cancelled = true;
+  const bool unrun = it->second.task->claim(WorkerTask::kDropped);
+  if (unrun) buffered_bytes -= it->second.charge;
+  tasks.erase(it);
+  return unrun;
+}
+
+// Requests that waited for a worker past max_queue_time get their 429 now, whatever the workers
+// are busy with, and are never run.
+void HttpLoop::Impl::expire_queued(SteadyClock::time_point now) {
+  if (options.max_queue_time.count() <= 0) return;
+  std::vector<uint64_t> expired;
+  for (auto& [id, p] : tasks) {
+    if (now - p.queued_at > options.max_queue_time && p.task->claim(WorkerTask::kDropped)) {
+      buffered_bytes -= p.charge;
+      expired.push_back(id);
+    }
+  }
+  for (uint64_t id : expired) {
+    tasks.erase(id);
+    refuse(*find(id), 429,
+           "server busy: the request waited longer than " + std::to_string(options.max_queue_time.count()) +
+               " ms for a worker; retry later",
+           "queue_time", false);
   }
 }
 
@@ -298,6 +358,7 @@ void HttpLoop::Impl::take_wakeups() {
   waker->take(ready, results);
   for (LoopWaker::Result& r : results) {
     buffered_bytes -= r.charge;
+    tasks.erase(r.conn_id);
     if (Connection* c = find(r.conn_id)) apply(*c, std::move(r.response));
   }
   for (uint64_t id : ready) {
@@ -378,6 +439,7 @@ void HttpLoop::Impl::refuse(Connection& c, int status, const std::string& messag
 }
 
 void HttpLoop::Impl::close(Connection& c) {
+  drop_task(c.id);
   buffered_bytes -= c.budget_charged;
   epoll_ctl(epoll_fd, EPOLL_CTL_DEL, c.fd, nullptr);
   conns.erase(c.id);  // closes the socket; a deferred answer is dropped, cancelling its requests
@@ -397,6 +459,7 @@ void HttpLoop::Impl::update_interest(Connection& c) {
 
 void HttpLoop::Impl::check_timers(SteadyClock::time_point now) {
   last_timer_check = now;
+  expire_queued(now);
   std::vector<uint64_t> expired, too_slow;
   for (auto& [id, c] : conns) {
     const bool idle = c->phase == Connection::Phase::Idle && !c->has_output();
@@ -422,6 +485,10 @@ void HttpLoop::Impl::begin_stop() {
   ::close(listen_fd);
   std::vector<uint64_t> ids;
   for (auto& [id, c] : conns) ids.push_back(id);
+  // What waits for a worker never runs and is answered now; what runs is cancelled and answers soon.
+  for (uint64_t id : ids) {
+    if (drop_task(id)) refuse(*find(id), 503, "the server is shutting down; retry elsewhere", "unavailable", true);
+  }
   for (uint64_t id : ids) {
     Connection& c = *find(id);
     if (c.deferred) {

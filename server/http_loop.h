@@ -26,6 +26,7 @@ struct HttpLoopOptions {
   size_t max_buffered_bytes = 256 << 20;  // request bytes held at once: being read or queued
   int num_workers = 4;
   size_t max_queued = 1024;           // requests waiting for a worker
+  std::chrono::milliseconds max_queue_time{0};  // a request not with a worker by then gets 429 (0: never)
   int max_connections = 10000;
   std::chrono::milliseconds idle_timeout{30000};     // no byte of a new request, or no progress sending
   std::chrono::milliseconds request_timeout{10000};  // a whole request (head and body) must arrive in this

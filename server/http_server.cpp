@@ -101,8 +101,9 @@ void HttpServer::Impl::check_auth(const httplib::Request& req) const {
 
 void HttpServer::Impl::generate(const httplib::Request& req, Endpoint endpoint) {
   const json body = parse_body(req.body);
-  GenerationRequest request =
-      endpoint == Endpoint::Chat ? parse_chat_request(body, serving) : parse_completion_request(body, serving);
+  const std::function<bool()>& cancelled = HttpRouter::exchange().cancelled;
+  GenerationRequest request = endpoint == Endpoint::Chat ? parse_chat_request(body, serving, cancelled)
+                                                         : parse_completion_request(body, serving, cancelled);
   HttpRouter::defer(std::make_unique<GenerationJob>(serving, std::move(request), HttpRouter::exchange()));
 }
 
@@ -218,6 +219,7 @@ void HttpServer::start() {
   lo.max_buffered_bytes = o.max_buffered_bytes;
   lo.num_workers = o.num_threads;
   lo.max_queued = o.max_queued;
+  lo.max_queue_time = millis(o.max_queue_time_s);
   lo.max_connections = o.max_connections;
   lo.idle_timeout = millis(o.idle_timeout_s);
   lo.request_timeout = millis(o.request_timeout_s);

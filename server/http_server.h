@@ -20,6 +20,7 @@ struct HttpOptions {
   size_t max_buffered_bytes = 256 << 20; // request bytes in memory at once, all connections
   int num_threads = 4;                   // workers that parse and tokenize requests
   size_t max_queued = 1024;              // requests waiting for a worker; beyond: 429
+  double max_queue_time_s = 0;           // waiting for a worker longer than this: 429 (0: no limit)
   int max_connections = 10000;           // beyond: 503
   double idle_timeout_s = 30;            // a connection that sends nothing for this long is closed
   double request_timeout_s = 10;         // a request must arrive whole within this (else 408)

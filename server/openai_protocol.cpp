@@ -7,6 +7,7 @@
 #include <set>
 #include <string_view>
 
+#include "model/bounded_json.h"
 #include "server/openai_constraints.h"
 
 namespace flashserve {
@@ -14,7 +15,6 @@ namespace {
 
 constexpr int32_t kMaxChoices = 16;
 constexpr int32_t kMaxLogprobs = 20;
-constexpr size_t kMaxLogitBias = 1024;  // entries; OpenAI documents no limit, this bounds the work
 
 // Every field each endpoint understands: OpenAI's, plus vLLM's sampling extensions. Anything else
 // is refused by name rather than silently ignored. Fields listed but not implemented are checked
@@ -135,8 +135,8 @@ std::vector<std::pair<int32_t, float>> logit_bias(const json& body) {
   const json* v = field(body, "logit_bias");
   if (!v) return {};
   if (!v->is_object()) throw wrong_type("logit_bias", "an object of \"token_id\": bias");
-  if (v->size() > kMaxLogitBias) {
-    throw bad_request("'logit_bias' may hold at most " + std::to_string(kMaxLogitBias) + " entries", "logit_bias");
+  if (v->size() > kMaxTokenListSize) {
+    throw bad_request("'logit_bias' may hold at most " + std::to_string(kMaxTokenListSize) + " entries", "logit_bias");
   }
   std::vector<std::pair<int32_t, float>> biases;
   for (const auto& [key, bias] : v->items()) {
@@ -177,8 +177,8 @@ void parse_common(const json& body, GenerationRequest& r) {
   p.logit_bias = logit_bias(body);
   if (const json* ids = field(body, "stop_token_ids")) {
     if (!ids->is_array()) throw wrong_type("stop_token_ids", "an array of token ids");
-    if (ids->size() > kMaxLogitBias) {
-      throw bad_request("'stop_token_ids' may hold at most " + std::to_string(kMaxLogitBias) + " ids", "stop_token_ids");
+    if (ids->size() > kMaxTokenListSize) {
+      throw bad_request("'stop_token_ids' may hold at most " + std::to_string(kMaxTokenListSize) + " ids", "stop_token_ids");
     }
     p.stop_token_ids = token_ids(*ids, "stop_token_ids");
   }
@@ -390,7 +390,12 @@ std::string_view rejection_reason(const ApiError& e) {
 }
 
 json parse_body(const std::string& body) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  json j;
+  try {
+    j = parse_bounded_json<json>(body);
+  } catch (const JsonTooDeep& e) {
+    throw bad_request(std::string("the request body is ") + e.what());
+  }
   if (j.is_discarded()) throw bad_request("the request body is not valid JSON");
   if (!j.is_object()) throw bad_request("the request body must be a JSON object");
   return j;
@@ -417,7 +422,7 @@ std::vector<int32_t> chat_prompt_ids(const json& messages, const Serving& servin
 
 // response_format / grammar / regex, or a forced tool call: compiled (or found in the cache) for
 // every choice to share.
-void constrain(const json& body, const Serving& serving, GenerationRequest& r) {
+void constrain(const json& body, const Serving& serving, GenerationRequest& r, const std::function<bool()>& cancelled) {
   std::optional<RequestedGrammar> g = requested_grammar(body);
   if (r.tools) {
     if (g) {
@@ -434,7 +439,12 @@ void constrain(const json& body, const Serving& serving, GenerationRequest& r) {
   }
   if (!g) return;
   try {
-    r.params.grammar = serving.compile_grammar(g->gbnf);
+    r.params.grammar = serving.compile_grammar(g->gbnf, cancelled);
+  } catch (const grammar::CompileCancelled& e) {
+    ApiError a(503, std::string(e.what()) + ": the client left or the server is stopping", "server_error", "",
+               "service_unavailable");
+    a.retry_after_s = 1;
+    throw a;
   } catch (const grammar::GrammarError& e) {
     throw bad_request(e.what(), g->field);
   }
@@ -451,7 +461,8 @@ void stop_after_one_call(GenerationRequest& r) {
   r.params.stop.push_back("</tool_call>");
 }
 
-GenerationRequest parse_completion_request(const json& body, const Serving& serving) {
+GenerationRequest parse_completion_request(const json& body, const Serving& serving,
+                                           const std::function<bool()>& cancelled) {
   refuse_unknown(body, kCompletionFields);
   check_model(body, serving.model_name());
   GenerationRequest r;
@@ -463,12 +474,13 @@ GenerationRequest parse_completion_request(const json& body, const Serving& serv
     r.logprobs = true;
     r.params.logprobs = *v;
   }
-  constrain(body, serving, r);
+  constrain(body, serving, r, cancelled);
   r.prompts = completion_prompts(body, r.n, serving);
   return r;
 }
 
-GenerationRequest parse_chat_request(const json& body, const Serving& serving) {
+GenerationRequest parse_chat_request(const json& body, const Serving& serving,
+                                     const std::function<bool()>& cancelled) {
   refuse_unknown(body, kChatFields);
   check_model(body, serving.model_name());
   GenerationRequest r;
@@ -483,7 +495,7 @@ GenerationRequest parse_chat_request(const json& body, const Serving& serving) {
   r.tools = requested_tools(body);
   // tool_choice none: the tools are left out of the prompt and the output is not read for calls.
   if (r.tools && r.tools->choice == ToolChoice::None) r.tools.reset();
-  constrain(body, serving, r);
+  constrain(body, serving, r, cancelled);
   stop_after_one_call(r);
   const json* messages = field(body, "messages");
   if (!messages) throw bad_request("'messages' is required", "messages");

@@ -3,6 +3,7 @@
 // by the engine (`validate`), whose message goes back verbatim.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -67,8 +68,12 @@ struct GenerationRequest {
   int32_t num_choices() const { return int32_t(prompts.size()) * n; }
 };
 
-GenerationRequest parse_completion_request(const json& body, const Serving& serving);
-GenerationRequest parse_chat_request(const json& body, const Serving& serving);
+// A constraint (response_format, grammar, regex, a forced tool call) is compiled here, within its
+// budget; `cancelled` stops that compile early (503), e.g. once the client has gone.
+GenerationRequest parse_completion_request(const json& body, const Serving& serving,
+                                           const std::function<bool()>& cancelled = {});
+GenerationRequest parse_chat_request(const json& body, const Serving& serving,
+                                     const std::function<bool()>& cancelled = {});
 // Chat messages ([{role, content}], content a string or text parts; assistant tool_calls, tool
 // results) and the tools offered (null for none) -> prompt ids (400 on misuse).
 std::vector<int32_t> chat_prompt_ids(const json& messages, const Serving& serving, const json& tools = nullptr);

@@ -106,6 +106,7 @@ int serve(const ServeOptions& o, const sigset_t& shutdown_signals) {
   http_options.api_key = key;
   http_options.tls_cert = o.tls_cert;
   http_options.tls_key = o.tls_key;
+  http_options.max_queue_time_s = o.engine.max_queue_time_s;  // one limit from arrival to start, worker queue included
   GrpcOptions grpc_options = o.grpc;
   grpc_options.address = o.host + ":" + std::to_string(o.grpc_port);
   grpc_options.api_key = key;

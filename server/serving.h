@@ -103,9 +103,11 @@ class Serving {
   // Plain text -> prompt token ids (BOS as the vocabulary asks; special tokens parsed).
   std::vector<int32_t> text_prompt(const std::string& text) const;
   // A constraint's GBNF compiled for this model's vocabulary, from the cache when it was seen
-  // before. Thread-safe; throws grammar::GrammarError with a message fit for a 400.
-  std::shared_ptr<const grammar::CompiledGrammar> compile_grammar(const std::string& gbnf) const {
-    return grammars_->get(gbnf);
+  // before. Thread-safe; throws grammar::GrammarError with a message fit for a 400, and
+  // grammar::CompileCancelled (one of them) once `cancelled` returns true.
+  std::shared_ptr<const grammar::CompiledGrammar> compile_grammar(const std::string& gbnf,
+                                                                  std::function<bool()> cancelled = {}) const {
+    return grammars_->get(gbnf, std::move(cancelled));
   }
 
   // Thread-safe. Queues every choice or none. `notify` (may be empty) is called on the output

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "model/bounded_json.h"
+
 namespace flashserve {
 namespace {
 
@@ -152,7 +154,7 @@ ToolCallParser::Scan ToolCallParser::scan_header(std::string& name, size_t& end)
     if (closes_string(block_[i], escaped)) break;
   }
   ++i;
-  const auto decoded = nlohmann::json::parse(block_.substr(name_start, i - name_start), nullptr, false);
+  const auto decoded = parse_bounded_json_or_discarded<nlohmann::json>(block_.substr(name_start, i - name_start));
   if (!decoded.is_string() || !known(decoded.get<std::string>())) return Scan::Mismatch;
   name = decoded.get<std::string>();
   for (std::string_view part : {",", "\"arguments\"", ":"}) {
@@ -205,13 +207,13 @@ bool ToolCallParser::step_to_close(ParsedOutput& out) {
 }
 
 void ToolCallParser::settle_whole(ParsedOutput& out, bool closed) {
-  const auto call = nlohmann::ordered_json::parse(trimmed(block_), nullptr, /*allow_exceptions=*/false);
+  const auto call = parse_bounded_json_or_discarded<nlohmann::ordered_json>(trimmed(block_));
   if (call.is_object() && call.size() == 2 && call.contains("name") && call.contains("arguments") &&
       call["name"].is_string() && known(call["name"].get<std::string>())) {
     const auto& args = call["arguments"];
     if (args.is_object()) return start_call(out, call["name"].get<std::string>(), args.dump());
     // Some models write the arguments as a JSON string, as the API carries them.
-    if (args.is_string() && nlohmann::json::parse(args.get<std::string>(), nullptr, false).is_object()) {
+    if (args.is_string() && parse_bounded_json_or_discarded<nlohmann::json>(args.get<std::string>()).is_object()) {
       return start_call(out, call["name"].get<std::string>(), args.get<std::string>());
     }
   }

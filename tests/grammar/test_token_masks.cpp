@@ -142,8 +142,61 @@ TEST(TokenMasks, AGrammarTooAmbiguousToFollowEndsTheText) {
 }
 
 TEST(TokenMasks, TablesPastTheirBoundAreAnError) {
-  EXPECT_THROW(CompiledGrammar(parse_gbnf(any_json_object_gbnf()), synthetic_vocab(), 1 << 10), GrammarError);
+  EXPECT_THROW(CompiledGrammar(parse_gbnf(any_json_object_gbnf()), synthetic_vocab(), CompileBudget(), 1 << 10), GrammarError);
   EXPECT_GT(CompiledGrammar(parse_gbnf(any_json_object_gbnf()), synthetic_vocab()).table_bytes(), size_t(1) << 10);
+}
+
+// The budget counts walks of the trie: what it refuses does not depend on the vocabulary's size.
+TEST(CompileBudget, RefusesOnceTheSampleProjectsPastTheLimit) {
+  CompileBudget b({}, 100);
+  b.start(1000, 5000);  // 5,000 positions, each a full walk: 50 times the limit
+  for (size_t i = 1; i < CompileBudget::kSampledPositions; ++i) b.spend(1000);
+  try {
+    b.spend(1000);
+    FAIL() << "not refused after the sample";
+  } catch (const GrammarError& e) {
+    EXPECT_NE(std::string(e.what()).find("would take 5000 walks of the vocabulary (5000 character positions), over "
+                                         "the limit of 100"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(CompileBudget, AGrammarWithinTheLimitIsNeverRefused) {
+  CompileBudget b({}, 100);
+  b.start(1000, 150);
+  for (int i = 0; i < 150; ++i) b.spend(i % 2 ? 1000 : 100);  // 82.5 walks in all
+  EXPECT_EQ(b.spent(), 82500u);
+}
+
+TEST(CompileBudget, StopsWhenCancelled) {
+  int asked = 0;
+  CompileBudget b([&] { return ++asked == 3; });
+  b.start(1000, 10);
+  b.spend(1);
+  b.spend(1);
+  EXPECT_THROW(b.spend(1), CompileCancelled);
+}
+
+// A long repetition is refused after the sample of its positions, not after walking them all; the
+// same repetition within the limit compiles.
+TEST(TokenMasks, LongRepetitionsAreRefusedAfterASample) {
+  int walks = 0;
+  const std::string too_long = "root ::= [^\"]{" + std::to_string(CompileBudget::kMaxWalks * 4) + "}";
+  try {
+    CompiledGrammar(parse_gbnf(too_long), synthetic_vocab(), CompileBudget([&] { return ++walks < 0; }));
+    FAIL() << "compiled";
+  } catch (const GrammarError& e) {
+    EXPECT_NE(std::string(e.what()).find("walks of the vocabulary"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(walks, int(CompileBudget::kSampledPositions) - 1);  // asked after each walk but the refused one
+  const std::string within = "root ::= [^\"]{" + std::to_string(CompileBudget::kMaxWalks / 2) + "}";
+  EXPECT_GT(CompiledGrammar(parse_gbnf(within), synthetic_vocab()).compile_steps(), 0u);
+}
+
+TEST(TokenMasks, ACancelledCompileStops) {
+  EXPECT_THROW(CompiledGrammar(parse_gbnf(any_json_object_gbnf()), synthetic_vocab(), CompileBudget([] { return true; })),
+               CompileCancelled);
 }
 
 Vocabulary smollm2_vocabulary() {

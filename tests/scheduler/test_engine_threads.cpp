@@ -155,6 +155,44 @@ TEST_F(EngineThreads, QueueTimeLimitDropsWhatWaitedTooLong) {
   EXPECT_EQ(engine.stats().num_not_started, 0);
 }
 
+// A runner whose every step takes at least `delay`: the rate at which it works a queue off is then
+// bounded from above whatever the machine, and a busy machine only makes it lower.
+class SlowRunner : public test::FakeRunner {
+ public:
+  explicit SlowRunner(std::chrono::milliseconds delay) : FakeRunner(test::kTinyVocab, 256, 16, 4096), delay_(delay) {}
+  ForwardOutput forward(const ForwardBatch& batch) override {
+    std::this_thread::sleep_for(delay_);
+    return FakeRunner::forward(batch);
+  }
+
+ private:
+  std::chrono::milliseconds delay_;
+};
+
+// One request at a time, 8 steps of at least 25 ms each: at most 5 start a second. With 400 queued
+// the next would wait at least 80 s, past the 60 s limit, and is refused at once; with nothing
+// queued it is admitted whatever the rate.
+TEST_F(EngineThreads, RefusesAtOnceWhatTheBacklogWouldKeepPastTheQueueLimit) {
+  SlowRunner runner(25ms);
+  EngineConfig cfg;
+  cfg.scheduler.max_num_seqs = 1;
+  cfg.max_queue_time = 60s;
+  Collector c;
+  Engine engine(runner, *tok_, cfg);
+  for (int i = 0; i < 400; ++i) ASSERT_FALSE(engine.submit(request("q" + std::to_string(i), 8), c.callback()));
+  const auto start = Clock::now();
+  while (Clock::now() - start < std::chrono::duration<double>(BacklogRate::kMinObservedSeconds + 0.5)) engine.step();
+  const auto refused = engine.submit(request("late", 8), c.callback());
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->kind, ErrorKind::Overloaded);
+  EXPECT_NE(refused->message.find("past the server's queue limit of 60 s"), std::string::npos) << refused->message;
+
+  engine.abort_all({ErrorKind::Unavailable, "test"});
+  engine.step();
+  EXPECT_EQ(engine.stats().num_not_started, 0);
+  EXPECT_FALSE(engine.submit(request("alone", 8), c.callback()));
+}
+
 TEST_F(EngineThreads, RejectsInvalidRequestsUpFront) {
   Engine engine(*runner_, *tok_, {});
   Collector c;
