@@ -67,6 +67,8 @@ Connection::Connection(uint64_t id, int fd, SSL* ssl, Peer peer, FramingLimits l
     : id(id), fd(fd), peer(std::move(peer)), framer(limits), last_progress(std::chrono::steady_clock::now()),
       ssl_(ssl), limits_(limits) {}
 
+bool Connection::handshaking() const { return ssl_ && !SSL_is_init_finished(ssl_); }
+
 Connection::~Connection() {
   deferred.reset();
   if (ssl_) SSL_free(ssl_);
@@ -74,6 +76,7 @@ Connection::~Connection() {
 }
 
 void Connection::next_request() {
+  ++requests_done;
   framer = RequestFramer(limits_);
   continue_sent = false;
   phase = in.empty() ? Phase::Idle : Phase::Reading;

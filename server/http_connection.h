@@ -42,6 +42,9 @@ class Connection {
   // TLS may need the socket writable to make progress on a read (or the reverse).
   bool tls_wants_write() const { return tls_wants_write_; }
   bool has_output() const { return out_pos < out.size(); }
+  // TLS whose handshake has not finished: no request can have begun yet, but the client owes us
+  // bytes, so the request timeout applies rather than the idle one.
+  bool handshaking() const;
   // Starts the next request: a fresh framer, the phase back to Idle.
   void next_request();
   // Shuts our sending side after the last answer. Closing at once while the client is still
@@ -58,11 +61,13 @@ class Connection {
   size_t out_pos = 0;
   RequestFramer framer;
   bool continue_sent = false;
+  int64_t requests_done = 0;  // answered on this connection
   bool close_after_write = false;
   size_t budget_charged = 0;  // bytes of the shared request-buffer budget this connection holds
   std::unique_ptr<DeferredResponse> deferred;
   std::chrono::steady_clock::time_point request_start;  // first byte of the current request
   std::chrono::steady_clock::time_point last_progress;  // last byte read or written
+  const std::chrono::steady_clock::time_point accepted = last_progress;
   std::chrono::steady_clock::time_point linger_until;
   uint32_t interest = 0;     // epoll events registered
 

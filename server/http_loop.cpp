@@ -71,6 +71,7 @@ struct HttpLoop::Impl {
   void take_wakeups();
   void begin_stop();
   void update_interest(Connection& c);
+  bool idle_to_close_while_draining(const Connection& c, SteadyClock::time_point now) const;
   bool all_lingering() const;
   size_t read_cap(const Connection& c) const;
   bool charge(Connection& c);
@@ -365,9 +366,10 @@ void HttpLoop::Impl::take_wakeups() {
     if (Connection* c = find(id)) pump(*c);
   }
   if (draining) {
+    const auto now = SteadyClock::now();
     std::vector<uint64_t> idle;
     for (auto& [id, c] : conns) {
-      if (c->phase == Connection::Phase::Idle && !c->has_output()) idle.push_back(id);
+      if (idle_to_close_while_draining(*c, now)) idle.push_back(id);
     }
     for (uint64_t id : idle) close(*find(id));
   }
@@ -457,6 +459,14 @@ void HttpLoop::Impl::update_interest(Connection& c) {
   c.interest = want;
 }
 
+// Kept-alive connections between requests close when draining starts. One accepted that has not
+// sent its first request yet gets the request timeout to send it, and an answer (503 for new
+// work) rather than a reset.
+bool HttpLoop::Impl::idle_to_close_while_draining(const Connection& c, SteadyClock::time_point now) const {
+  return c.phase == Connection::Phase::Idle && !c.has_output() &&
+         (c.requests_done > 0 || now - c.accepted > options.request_timeout);
+}
+
 void HttpLoop::Impl::check_timers(SteadyClock::time_point now) {
   last_timer_check = now;
   expire_queued(now);
@@ -465,10 +475,13 @@ void HttpLoop::Impl::check_timers(SteadyClock::time_point now) {
     const bool idle = c->phase == Connection::Phase::Idle && !c->has_output();
     const bool stalled_write = c->has_output() && now - c->last_progress > options.idle_timeout;
     const bool lingered = c->phase == Connection::Phase::Lingering && now > c->linger_until;
-    if ((idle && (draining || now - c->last_progress > options.idle_timeout)) || stalled_write || lingered) {
+    const bool drained = draining && idle_to_close_while_draining(*c, now);
+    if ((idle && now - c->last_progress > options.idle_timeout) || drained || stalled_write || lingered) {
       expired.push_back(id);
     } else if (c->phase == Connection::Phase::Reading && now - c->request_start > options.request_timeout) {
       too_slow.push_back(id);
+    } else if (c->handshaking() && now - c->accepted > options.request_timeout) {
+      expired.push_back(id);  // no TLS yet to answer over
     }
   }
   for (uint64_t id : expired) close(*find(id));

@@ -184,11 +184,14 @@ class RawConnection {
     char buf[4096];
     while (occurrences(needle) < count) {
       const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n == 0) closed_by_peer_ = true;
       if (n <= 0) break;
       received_.append(buf, size_t(n));
     }
     return received_;
   }
+  // The last read_until ended because the server closed the connection (not a timeout).
+  bool closed_by_peer() const { return closed_by_peer_; }
   void hang_up() {
     if (fd_ >= 0) close(fd_);
     fd_ = -1;
@@ -202,6 +205,7 @@ class RawConnection {
   }
   int fd_ = -1;
   std::string received_;
+  bool closed_by_peer_ = false;
 };
 
 }  // namespace flashserve::test

@@ -291,6 +291,28 @@ TEST_F(GrpcTest, ConstraintsShapeTheOutput) {
   }
 }
 
+// What an attacker would send: a schema nested a million deep, a repetition whose token tables
+// would take minutes, token lists far past the HTTP API's bounds. Each is INVALID_ARGUMENT, and
+// the server goes on answering.
+TEST_F(GrpcTest, HostileRequestsAreInvalidArgument) {
+  const std::string deep = std::string(1'000'000, '[') + std::string(1'000'000, ']');
+  std::vector<std::pair<pb::GenerateRequest, const char*>> cases;
+  cases.emplace_back(text_request("x", 4), "nested deeper than 128 levels");
+  cases.back().first.mutable_constraint()->set_json_schema(R"({"anyOf": [)" + deep + "]}");
+  cases.emplace_back(text_request("x", 4), "walks of the vocabulary");
+  cases.back().first.mutable_constraint()->set_regex("[\\s\\S]{9990}");
+  cases.emplace_back(text_request("x", 4), "logit_bias may hold at most 1024");
+  for (int i = 0; i < 2000; ++i) (*cases.back().first.mutable_sampling()->mutable_logit_bias())[i % kTinyVocab + i] = 1;
+  cases.emplace_back(text_request("x", 4), "stop_token_ids may hold at most 1024");
+  for (int i = 0; i < 20000; ++i) cases.back().first.mutable_stopping()->add_stop_token_ids(i % kTinyVocab);
+  for (const auto& [req, words] : cases) {
+    const grpc::Status s = generate_status(req);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_NE(s.error_message().find(words), std::string::npos) << s.error_message();
+  }
+  EXPECT_TRUE(generate_status(text_request("hello", 2)).ok());
+}
+
 TEST_F(GrpcTest, PromptBeyondContextIsOutOfRange) {
   // 600 byte tokens (no merge applies to "a"), beyond the 512-token context window.
   const grpc::Status too_long = generate_status(text_request(std::string(600, 'a'), 4));

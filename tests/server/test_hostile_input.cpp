@@ -125,5 +125,48 @@ TEST_F(HostileInput, NestingUpToTheLimitIsParsedAndCheckedAsUsual) {
   EXPECT_NE(past.text.find("nested deeper than 128 levels"), std::string::npos) << past.text;
 }
 
+// Reads until the server closes the connection (true) or 30 s pass (false).
+bool read_to_close(int port, const std::string& request, std::string& got) {
+  RawConnection c(port, request);
+  got = c.read_until("\x01never\x01");
+  return c.closed_by_peer();
+}
+
+// Answers httplib gives before it reads the headers (a lowercase or unknown method, a URI too long)
+// and others (a Range of 2000 parts) close the connection when the client asked for that.
+TEST_F(HostileInput, ConnectionCloseIsHonouredOnEveryAnswer) {
+  std::string ranges = "bytes=0-0";
+  for (int i = 1; i < 2000; ++i) ranges += "," + std::to_string(2 * i) + "-" + std::to_string(2 * i);
+  const std::string close = "Host: x\r\nConnection: close\r\n\r\n";
+  const std::vector<std::string> requests = {
+      "get /health HTTP/1.1\r\n" + close,
+      "FOO /v1/models HTTP/1.1\r\n" + close,
+      "GET /v1/models/" + std::string(9000, 'a') + " HTTP/1.1\r\n" + close,
+      "GET /v1/models HTTP/1.1\r\nRange: " + ranges + "\r\n" + close,
+      "GET /health HTTP/1.1\r\nConnection: keep-alive, close\r\nHost: x\r\n\r\n",
+      "GET /health HTTP/1.0\r\nHost: x\r\n\r\n",
+  };
+  for (const std::string& request : requests) {
+    std::string got;
+    EXPECT_TRUE(read_to_close(h_->server.port(), request, got)) << request.substr(0, 60) << "\n" << got;
+    EXPECT_EQ(got.rfind("HTTP/1.", 0), 0u) << got;
+  }
+}
+
+// A connection opened while the server drains, whose request comes a moment later, is answered
+// 503 (come back elsewhere), not reset.
+TEST(HostileDraining, ANewConnectionsRequestGetsA503) {
+  HttpHarness h(tiny_model());
+  h.serving.start_draining();
+  h.server.set_draining();
+  const std::string body = json{{"prompt", "hi"}, {"max_tokens", 2}}.dump();
+  RawConnection c(h.server.port(), std::string());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past the loop's 100 ms timer tick
+  c.send_more("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+              std::to_string(body.size()) + "\r\n\r\n" + body);
+  const std::string got = c.read_until("\r\n\r\n");
+  EXPECT_EQ(got.rfind("HTTP/1.1 503", 0), 0u) << got;
+}
+
 }  // namespace
 }  // namespace flashserve::test

@@ -165,5 +165,19 @@ TEST(ToolCallParser, EscapedNamesAreDecoded) {
   EXPECT_EQ(p.calls[0].name, "a\"b");
 }
 
+// A model can write anything, nesting included: a call nested far too deep to be JSON we read is
+// given back as text, whole, instead of overflowing the stack.
+TEST(ToolCallParser, NestingTooDeepIsGivenBackAsText) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  for (const std::string& block : {"{\"name\": \"add\", \"arguments\": " + deep + "}",
+                                   "{\"arguments\": " + deep + ", \"name\": \"add\"}",
+                                   "{\"arguments\": \"" + deep + "\", \"name\": \"add\"}"}) {
+    const std::string text = "<tool_call>" + block + "</tool_call>";
+    const Result r = parse(text, {4096});
+    EXPECT_TRUE(r.calls.empty());
+    EXPECT_EQ(r.content, text);
+  }
+}
+
 }  // namespace
 }  // namespace flashserve
