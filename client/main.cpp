@@ -34,6 +34,7 @@ struct Args {
   std::string backend = "http";
   std::string grpc_address = "127.0.0.1:50051";
   std::string json_schema_path;
+  double interval_s = 0;  // > 0: the JSON report also has one report per interval of sending
 };
 
 void add_flags(CLI::App& app, Args& a) {
@@ -56,6 +57,9 @@ void add_flags(CLI::App& app, Args& a) {
   app.add_option("--slo-ttft-ms", a.slo.ttft_ms, "TTFT objective for goodput");
   app.add_option("--slo-tpot-ms", a.slo.tpot_ms, "TPOT objective for goodput");
   app.add_option("--json", a.json_path, "Also write the report as JSON here");
+  app.add_option("--interval", a.interval_s,
+                 "With --json: also a report per this many seconds of sending (\"intervals\"), by send time")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--no-progress", a.no_progress, "No progress bar on stderr");
   app.add_option("--sweep-rates", a.sweep_rates, "Comma-separated rates (inf allowed): one run each, one report");
   app.add_option("--plot", a.plot_path, "With --sweep-rates: write a latency-vs-rate PNG (needs gnuplot)");
@@ -92,6 +96,7 @@ void check_combinations(const Args& a) {
   if (!a.sweep_rates.empty() && a.run.concurrency > 0) {
     throw std::invalid_argument("--sweep-rates sweeps open-loop rates; it cannot be combined with --concurrency");
   }
+  if (a.interval_s > 0 && !a.sweep_rates.empty()) throw std::invalid_argument("--interval applies to one run, not a sweep");
   if (!a.dataset_path.empty() && a.workload.shared_prefix_len > 0) {
     throw std::invalid_argument("--shared-prefix-len applies to synthetic prompts, not --dataset");
   }
@@ -121,11 +126,15 @@ std::unique_ptr<fb::Backend> make_backend(const Args& a) {
   return std::make_unique<fb::HttpBackend>(http);
 }
 
-fb::Report measure(fb::Backend& backend, const std::vector<fb::BenchRequest>& requests, const Args& a,
-                   const fb::RunOptions& options) {
-  const fb::RunResult result = fb::run_benchmark(backend, requests, options);
+// The run's report, and with --interval one per interval of sending.
+std::pair<fb::Report, nlohmann::json> measure(fb::Backend& backend, const std::vector<fb::BenchRequest>& requests,
+                                              const Args& a) {
+  const fb::RunResult result = fb::run_benchmark(backend, requests, a.run);
   fb::log_first_errors(result.results);
-  return fb::make_report(result.results, result.duration_s, a.slo);
+  const fb::Report report = fb::make_report(result.results, result.duration_s, a.slo);
+  nlohmann::json j = fb::to_json(report);
+  if (a.interval_s > 0) j["intervals"] = fb::interval_reports(result.results, a.interval_s, a.slo);
+  return {report, j};
 }
 
 void write_json(const std::string& path, const nlohmann::json& j) {
@@ -157,9 +166,9 @@ int run(Args& a) {
   const std::unique_ptr<fb::Backend> backend = make_backend(a);
   warm_up(*backend, warmup, a);
   if (!a.sweep_rates.empty()) return run_sweep(*backend, requests, a);
-  const fb::Report report = measure(*backend, requests, a, a.run);
+  const auto [report, json] = measure(*backend, requests, a);
   std::cout << fb::format_table(report);
-  write_json(a.json_path, fb::to_json(report));
+  write_json(a.json_path, json);
   return report.num_ok == report.num_requests ? 0 : 1;
 }
 

@@ -43,8 +43,10 @@ std::jthread progress_thread(const Slots& slots, int32_t total, bool enabled) {
   });
 }
 
-void send_one(Backend& backend, const BenchRequest& request, Slots& slots, size_t i) {
+void send_one(Backend& backend, const BenchRequest& request, Slots& slots, size_t i, clock::time_point start) {
+  const double sent_s = std::chrono::duration<double>(clock::now() - start).count();
   slots.results[i] = backend.send(request);
+  slots.results[i]->sent_s = sent_s;
   slots.num_done.fetch_add(1);
 }
 
@@ -64,7 +66,7 @@ void run_open_loop(Backend& backend, const std::vector<BenchRequest>& requests, 
     const auto when = start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(next_s));
     if (options.duration_s > 0 && next_s >= options.duration_s) break;
     std::this_thread::sleep_until(when);
-    in_flight.emplace_back([&, i] { send_one(backend, requests[i], slots, i); });
+    in_flight.emplace_back([&, i] { send_one(backend, requests[i], slots, i, start); });
   }
 }
 
@@ -77,7 +79,7 @@ void run_closed_loop(Backend& backend, const std::vector<BenchRequest>& requests
   for (size_t w = 0; w < num_workers; ++w) {
     workers.emplace_back([&] {
       for (size_t i; !past_deadline(start, options.duration_s) && (i = next.fetch_add(1)) < requests.size();) {
-        send_one(backend, requests[i], slots, i);
+        send_one(backend, requests[i], slots, i, start);
       }
     });
   }

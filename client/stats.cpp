@@ -83,6 +83,22 @@ Report make_report(const std::vector<RequestResult>& results, double duration_s,
   return rep;
 }
 
+nlohmann::json interval_reports(const std::vector<RequestResult>& results, double interval_s, const Slo& slo) {
+  std::vector<std::vector<RequestResult>> buckets;
+  for (const RequestResult& r : results) {
+    const size_t b = size_t(std::max(0.0, r.sent_s) / interval_s);
+    if (b >= buckets.size()) buckets.resize(b + 1);
+    buckets[b].push_back(r);
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    nlohmann::json j = to_json(make_report(buckets[b], interval_s, slo));
+    j["start_s"] = double(b) * interval_s;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
 namespace {
 
 std::string line(const char* label, const std::string& value) {

@@ -22,6 +22,7 @@ struct RequestResult {
   std::vector<double> itl_s; // gaps between consecutive content chunks
   int32_t output_tokens = 0;
   int32_t input_len = 0;
+  double sent_s = 0.0;       // when it was sent, after the run's start
   bool ok() const { return error == ErrorKind::None; }
   // (e2e - ttft) / (output_tokens - 1); 0 for a single-token output.
   double tpot_s() const;
@@ -74,5 +75,8 @@ LatencySummary summarize_ms(const std::vector<double>& samples_s);
 Report make_report(const std::vector<RequestResult>& results, double duration_s, const Slo& slo);
 std::string format_table(const Report& report);
 nlohmann::json to_json(const Report& report);
+// One report per `interval_s` of sending, by when each request was sent (its goodput over the
+// interval's length): how a long run changed over time. Each has "start_s".
+nlohmann::json interval_reports(const std::vector<RequestResult>& results, double interval_s, const Slo& slo);
 
 }  // namespace flashserve::bench

@@ -85,7 +85,9 @@ std::optional<RequestError> Engine::submit(std::vector<Submission> batch) {
                                                    " requests already waiting (limit " +
                                                    std::to_string(cfg_.max_waiting) + ")"};
   }
-  if (auto error = check_backlog(n)) return error;
+  Clock::time_point deadline = Clock::time_point::max();
+  for (const Submission& s : batch) deadline = std::min(deadline, s.req.deadline);
+  if (auto error = check_backlog(n, deadline)) return error;
   num_not_started_ += n;
   for (Submission& s : batch) {
     GenerateRequest& g = s.req;
@@ -100,17 +102,23 @@ std::optional<RequestError> Engine::submit(std::vector<Submission> batch) {
   return std::nullopt;
 }
 
-// With mu_ held. Only with a queue: a request that would start at once is never refused.
-std::optional<RequestError> Engine::check_backlog(int32_t n) const {
-  const double limit = std::chrono::duration<double>(cfg_.max_queue_time).count();
-  if (limit <= 0 || num_not_started_ == 0) return std::nullopt;
+// With mu_ held. Only with a queue: a request that would start at once is never refused. The limit
+// is the server's queue time, or the client's deadline when that comes sooner.
+std::optional<RequestError> Engine::check_backlog(int32_t n, Clock::time_point deadline) const {
+  const double queue_limit = std::chrono::duration<double>(cfg_.max_queue_time).count();
+  const bool has_deadline = deadline != Clock::time_point::max();
+  const double client_limit = has_deadline ? std::chrono::duration<double>(deadline - Clock::now()).count() : 0;
+  if (num_not_started_ == 0 || (queue_limit <= 0 && !has_deadline)) return std::nullopt;
+  const bool client_first = has_deadline && (queue_limit <= 0 || client_limit < queue_limit);
+  const double limit = client_first ? client_limit : queue_limit;
   const double wait = backlog_.predicted_wait(num_not_started_ + n);
   if (wait <= limit) return std::nullopt;
-  char text[160];
+  char text[200];
   std::snprintf(text, sizeof(text),
                 "server overloaded: the %d requests queued ahead would keep this one waiting about %.0f s, "
-                "past the server's queue limit of %.0f s; retry later",
-                num_not_started_, std::min(wait, 1e6), limit);
+                "past %s of %.0f s; retry later",
+                num_not_started_, std::min(wait, 1e6), client_first ? "the request's deadline" : "the server's queue limit",
+                std::max(limit, 0.0));
   return RequestError{ErrorKind::Overloaded, text};
 }
 

@@ -114,7 +114,7 @@ class Engine {
     OutputCallback on_output;
   };
   std::optional<RequestError> check(const GenerateRequest& g) const;
-  std::optional<RequestError> check_backlog(int32_t n) const;
+  std::optional<RequestError> check_backlog(int32_t n, Clock::time_point deadline) const;
   void loop();
   void drain_inbox();
   void report_dropped(const SchedulerOutput& out);

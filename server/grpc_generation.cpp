@@ -58,7 +58,7 @@ Status constrain(const Serving& serving, const pb::Constraint& c, SamplingParams
     return {StatusCode::UNAVAILABLE, std::string(e.what()) + ": the call was cancelled or the server is stopping"};
   } catch (const grammar::GrammarError& e) {
     return invalid(std::string("constraint: ") + e.what());
-  } catch (const JsonTooDeep& e) {
+  } catch (const JsonOverLimit& e) {
     return invalid(std::string("constraint.json_schema: ") + e.what());
   }
   return Status::OK;
@@ -118,6 +118,19 @@ Status cancelled_status(const grpc::CallbackServerContext& ctx) {
   return {StatusCode::CANCELLED, "cancelled by the client"};
 }
 
+}  // namespace
+
+Status serving_request(const Serving& serving, const pb::GenerateRequest& req, const std::function<bool()>& cancelled,
+                       ServingRequest& out) {
+  std::vector<int32_t> ids;
+  if (Status s = prompt_ids(serving, req, ids); !s.ok()) return s;
+  out.prompt_ids.push_back(std::move(ids));
+  out.params.push_back(to_sampling_params(req));
+  return constrain(serving, req.constraint(), out.params.back(), cancelled);
+}
+
+namespace {
+
 bool wants_logprobs(const pb::GenerateRequest& req) {
   return req.sampling().has_logprobs() && req.sampling().logprobs() >= 0;
 }
@@ -134,14 +147,10 @@ class GenerationCall : public std::enable_shared_from_this<Derived> {
     if (Status s = check_auth(*ctx_, key); !s.ok()) return s;
     if (Status s = parse(request, req_, "GenerateRequest"); !s.ok()) return s;
     const Clock::time_point arrival = Clock::now();
-    std::vector<int32_t> ids;
-    if (Status s = prompt_ids(serving_, req_, ids); !s.ok()) return s;
     ServingRequest r;
-    r.prompt_ids.push_back(std::move(ids));
-    r.params.push_back(to_sampling_params(req_));
     // A compile takes this gRPC thread; it ends early if the client leaves or the server stops.
     const auto cancelled = [ctx = ctx_, &serving = serving_] { return ctx->IsCancelled() || serving.draining(); };
-    if (Status s = constrain(serving_, req_.constraint(), r.params.back(), cancelled); !s.ok()) return s;
+    if (Status s = serving_request(serving_, req_, cancelled, r); !s.ok()) return s;
     r.arrival = arrival;
     r.deadline = engine_deadline(*ctx_);
     r.priority = req_.priority();

@@ -6,6 +6,8 @@
 #pragma once
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
+
 #include "flashserve.pb.h"
 #include "server/api_key.h"
 #include "server/serving.h"
@@ -25,6 +27,12 @@ grpc::Status check_auth(const grpc::CallbackServerContext& ctx, const ApiKey& ke
 // The status an engine refusal or failure maps to, and the reason a refusal is counted under.
 grpc::Status to_status(const RequestError& e);
 std::string_view rejection_reason(const grpc::Status& s);
+
+// The request as the engine takes it (one prompt, its parameters, its constraint compiled), or
+// INVALID_ARGUMENT / OUT_OF_RANGE saying what is wrong. The compile stops early once `cancelled`
+// says so (UNAVAILABLE). Parameter values are left for the engine's checks at submit.
+grpc::Status serving_request(const Serving& serving, const pb::GenerateRequest& req,
+                             const std::function<bool()>& cancelled, ServingRequest& out);
 
 grpc::ServerUnaryReactor* start_generate(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                          grpc::ByteBuffer* response, Serving& serving, const ApiKey& key);

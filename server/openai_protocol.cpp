@@ -393,7 +393,7 @@ json parse_body(const std::string& body) {
   json j;
   try {
     j = parse_bounded_json<json>(body);
-  } catch (const JsonTooDeep& e) {
+  } catch (const JsonOverLimit& e) {
     throw bad_request(std::string("the request body is ") + e.what());
   }
   if (j.is_discarded()) throw bad_request("the request body is not valid JSON");

@@ -72,6 +72,25 @@ TEST(Report, ThroughputGoodputAndErrors) {
   EXPECT_EQ(r.errors.at("http_status"), 2);
 }
 
+TEST(Report, IntervalsSplitARunBySendTime) {
+  auto at = [](fb::RequestResult r, double sent_s) {
+    r.sent_s = sent_s;
+    return r;
+  };
+  const std::vector<fb::RequestResult> results = {
+      at(ok(0.1, 0.5, 5), 0.5), at(ok(0.1, 0.5, 5), 9.9), at(ok(9.0, 9.5, 5), 10.0),  // the last misses TTFT
+      at(failed(fb::ErrorKind::HttpStatus), 25.0)};
+  const nlohmann::json j = fb::interval_reports(results, 10.0, {.ttft_ms = 5000});
+  ASSERT_EQ(j.size(), 3u);
+  EXPECT_EQ(j[0]["start_s"], 0.0);
+  EXPECT_EQ(j[0]["num_ok"], 2);
+  EXPECT_DOUBLE_EQ(j[0]["goodput"].get<double>(), 0.2);
+  EXPECT_EQ(j[1]["num_ok"], 1);
+  EXPECT_DOUBLE_EQ(j[1]["goodput"].get<double>(), 0.0);
+  EXPECT_EQ(j[2]["start_s"], 20.0);
+  EXPECT_EQ(j[2]["errors"]["http_status"], 1);
+}
+
 TEST(Report, NoSloMeansEverySuccessIsGood) {
   const fb::Report r = fb::make_report({ok(5, 10, 3), failed(fb::ErrorKind::Connect)}, 1.0, {});
   EXPECT_DOUBLE_EQ(r.goodput, 1.0);

@@ -170,8 +170,8 @@ class SlowRunner : public test::FakeRunner {
 };
 
 // One request at a time, 8 steps of at least 25 ms each: at most 5 start a second. With 400 queued
-// the next would wait at least 80 s, past the 60 s limit, and is refused at once; with nothing
-// queued it is admitted whatever the rate.
+// the next would wait at least 80 s, past the 60 s limit (or a client's 30 s deadline), and is
+// refused at once; with nothing queued it is admitted whatever the rate.
 TEST_F(EngineThreads, RefusesAtOnceWhatTheBacklogWouldKeepPastTheQueueLimit) {
   SlowRunner runner(25ms);
   EngineConfig cfg;
@@ -186,6 +186,11 @@ TEST_F(EngineThreads, RefusesAtOnceWhatTheBacklogWouldKeepPastTheQueueLimit) {
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->kind, ErrorKind::Overloaded);
   EXPECT_NE(refused->message.find("past the server's queue limit of 60 s"), std::string::npos) << refused->message;
+  GenerateRequest hurried = request("hurried", 8);  // the client gives up sooner than the server would
+  hurried.deadline = Clock::now() + 30s;
+  const auto refused_early = engine.submit(hurried, c.callback());
+  ASSERT_TRUE(refused_early);
+  EXPECT_NE(refused_early->message.find("past the request's deadline"), std::string::npos) << refused_early->message;
 
   engine.abort_all({ErrorKind::Unavailable, "test"});
   engine.step();

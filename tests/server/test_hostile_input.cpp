@@ -125,6 +125,27 @@ TEST_F(HostileInput, NestingUpToTheLimitIsParsedAndCheckedAsUsual) {
   EXPECT_NE(past.text.find("nested deeper than 128 levels"), std::string::npos) << past.text;
 }
 
+// ordered_json finds each key's place by a linear search, so an object of 50,000 keys would cost
+// over a billion compares; objects are bounded while parsing instead (fuzz_request_shapes found it).
+TEST_F(HostileInput, ObjectsWithTooManyKeysAreA400) {
+  auto object = [](int keys, int from = 0) {
+    std::string s = "{";
+    for (int i = 0; i < keys; ++i) s += (i ? ",\"" : "\"") + std::to_string(from + i) + "\":1";
+    return s + "}";
+  };
+  const Reply wide = post(*h_, "/v1/completions", "{\"prompt\": \"hi\", \"logit_bias\": " + object(50000) + "}");
+  EXPECT_EQ(wide.status, 400);
+  EXPECT_NE(wide.text.find("an object of over 1024 keys"), std::string::npos) << wide.text.substr(0, 300);
+  std::string many = "[";
+  for (int i = 0; i < 70; ++i) many += (i ? "," : "") + object(1000, i * 1000);
+  const Reply total = post(*h_, "/v1/completions", "{\"prompt\": \"hi\", \"x\": " + many + "]}");
+  EXPECT_EQ(total.status, 400);
+  EXPECT_NE(total.text.find("over 65536 keys in all"), std::string::npos) << total.text.substr(0, 300);
+  // 1024 keys, as logit_bias may hold, still parse (and are then checked as token ids).
+  const Reply at_limit = post(*h_, "/v1/completions", "{\"prompt\": \"hi\", \"logit_bias\": " + object(1024) + "}");
+  EXPECT_EQ(at_limit.text.find("keys"), std::string::npos) << at_limit.text.substr(0, 300);
+}
+
 // Reads until the server closes the connection (true) or 30 s pass (false).
 bool read_to_close(int port, const std::string& request, std::string& got) {
   RawConnection c(port, request);
