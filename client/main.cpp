@@ -96,7 +96,9 @@ void check_combinations(const Args& a) {
   if (!a.sweep_rates.empty() && a.run.concurrency > 0) {
     throw std::invalid_argument("--sweep-rates sweeps open-loop rates; it cannot be combined with --concurrency");
   }
-  if (a.interval_s > 0 && !a.sweep_rates.empty()) throw std::invalid_argument("--interval applies to one run, not a sweep");
+  if (a.interval_s > 0 && !a.sweep_rates.empty()) {
+    throw std::invalid_argument("--interval applies to one run, not a sweep");
+  }
   if (!a.dataset_path.empty() && a.workload.shared_prefix_len > 0) {
     throw std::invalid_argument("--shared-prefix-len applies to synthetic prompts, not --dataset");
   }

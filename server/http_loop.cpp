@@ -298,7 +298,8 @@ void HttpLoop::Impl::dispatch(Connection& c) {
   const size_t charge = std::min(c.budget_charged, c.framer.consumed());
   c.budget_charged -= charge;
   c.phase = Connection::Phase::Handling;
-  ExchangeInfo info{c.peer, c.request_start, draining.load() || c.framer.wants_close(), [w = std::weak_ptr<LoopWaker>(waker), id = c.id] {
+  const bool closing = draining.load() || c.framer.wants_close();
+  ExchangeInfo info{c.peer, c.request_start, closing, [w = std::weak_ptr<LoopWaker>(waker), id = c.id] {
                       if (auto waker = w.lock()) waker->wake(id);
                     }, {}};
   if (handler.runs_inline(c.framer.method(), c.framer.target())) {

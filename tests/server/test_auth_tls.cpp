@@ -1,9 +1,13 @@
 // One authentication policy for HTTP and gRPC, and TLS on both, against the real binary. gRPC used
 // to answer Generate with no key or a wrong one while the log said "API key required".
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -162,6 +166,30 @@ TEST(Tls, HttpsAndGrpcOverTls) {
   EXPECT_EQ(resp.usage().completion_tokens(), 3);
   auto insecure = pb::Generation::NewStub(grpc::CreateChannel(server.grpc_address(), grpc::InsecureChannelCredentials()));
   EXPECT_FALSE(generate(*insecure, std::string("Bearer ") + kKey, &resp).ok());
+}
+
+// A client that opens a TLS connection and never finishes the handshake owes us bytes, like one
+// that trickles a request: it is cut off at the request timeout, not held for the idle one.
+TEST(Tls, AStalledHandshakeIsCutOffAtTheRequestTimeout) {
+  const Certificate c = self_signed();
+  test::ServerProcess server(test::tiny_model_for_server(), {"--tls-cert", c.cert.string(), "--tls-key",
+                                                             c.key.string(), "--http-request-timeout", "1",
+                                                             "--http-idle-timeout", "600"});
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(server.http_port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(send(fd, "\x16\x03\x01", 3, MSG_NOSIGNAL), 3);  // the start of a ClientHello, then nothing
+  timeval tv{120, 0};  // far below the idle timeout: only the request timeout can end it in time
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char buf[256];
+  ssize_t n = 0;
+  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) {
+  }
+  EXPECT_EQ(n, 0) << "not closed by the server (errno " << errno << ")";
+  close(fd);
 }
 
 TEST(Tls, UnreadableKeyFailsAtStartWithItsName) {
