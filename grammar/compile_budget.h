@@ -45,8 +45,9 @@ class CompileBudget {
     const uint64_t projected =
         walked_ >= kSampledPositions || walked_ == positions_ ? spent_ + spent_ / walked_ * (positions_ - walked_) : 0;
     if (spent_ > max_steps_ || projected > max_steps_) {
-      throw GrammarError("grammar too complex: precomputing its token masks would take " +
-                         std::to_string((std::max(spent_, projected) + walk_steps_ - 1) / walk_steps_) + " walks of the vocabulary (" + std::to_string(positions_) +
+      const uint64_t walks = (std::max(spent_, projected) + walk_steps_ - 1) / walk_steps_;
+      throw GrammarError("grammar too complex: precomputing its token masks would take " + std::to_string(walks) +
+                         " walks of the vocabulary (" + std::to_string(positions_) +
                          " character positions), over the limit of " + std::to_string(max_walks_) +
                          "; long bounded repetitions ({m,n}, maxLength, maxItems) are what usually costs");
     }

@@ -117,8 +117,8 @@ std::optional<RequestError> Engine::check_backlog(int32_t n, Clock::time_point d
   std::snprintf(text, sizeof(text),
                 "server overloaded: the %d requests queued ahead would keep this one waiting about %.0f s, "
                 "past %s of %.0f s; retry later",
-                num_not_started_, std::min(wait, 1e6), client_first ? "the request's deadline" : "the server's queue limit",
-                std::max(limit, 0.0));
+                num_not_started_, std::min(wait, 1e6),
+                client_first ? "the request's deadline" : "the server's queue limit", std::max(limit, 0.0));
   return RequestError{ErrorKind::Overloaded, text};
 }
 

@@ -309,7 +309,8 @@ void HttpLoop::Impl::dispatch(Connection& c) {
   }
   auto state = std::make_shared<WorkerTask>();
   info.cancelled = [state] { return state->cancelled.load(); };
-  auto task = [this, w = waker, id = c.id, request = std::move(request), info = std::move(info), charge, state]() mutable {
+  auto task = [this, w = waker, id = c.id, request = std::move(request), info = std::move(info), charge,
+               state]() mutable {
     if (!state->claim(WorkerTask::kRunning)) return;  // the loop dropped it, answered, and took back its bytes
     LoopWaker::Result r{id, handler.handle(request, info), charge};
     w->post(std::move(r));

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -18,7 +17,7 @@
 #include "server/openai_response.h"
 #include "server/serving.h"
 #include "tests/fuzz/finding.h"
-#include "tests/util/tiny_model.h"
+#include "tests/fuzz/tiny_serving.h"
 
 namespace {
 
@@ -32,20 +31,7 @@ void expect(bool ok, const char* what) {
   if (!ok) finding(what);
 }
 
-const Serving& serving() {
-  static const Serving* s = [] {
-    // The file is only read while loading (the weights are mapped), so it can go at once.
-    const std::string path = test::temp_model_path("fuzz_openai_request");
-    test::write_tiny_model(path, {});
-    auto* model = LlamaModel::load(path).release();
-    std::filesystem::remove(path);
-    EngineOptions options;
-    options.kv_cache_bytes = 1 << 20;
-    options.device = "cpu";
-    return new Serving(*model, "test-model", options, nullptr);
-  }();
-  return *s;
-}
+const Serving& serving() { return fuzz::tiny_serving("fuzz_openai_request"); }
 
 void check_ids(const std::vector<int32_t>& ids) {
   const int32_t vocab_size = serving().tokenizer().vocab_size();

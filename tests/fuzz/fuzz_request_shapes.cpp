@@ -10,7 +10,7 @@
 // within its budget, so a pathological constraint must be refused within the timeout too.
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,7 +20,8 @@
 #include "server/openai_response.h"
 #include "server/serving.h"
 #include "tests/fuzz/finding.h"
-#include "tests/util/tiny_model.h"
+#include "tests/fuzz/tiny_serving.h"
+#include "tests/util/request_holes.h"
 
 namespace {
 
@@ -31,19 +32,7 @@ namespace pb = ::flashserve::v1;
   fuzz::finding("fuzz_request_shapes", what, detail);
 }
 
-const Serving& serving() {
-  static const Serving* s = [] {
-    const std::string path = test::temp_model_path("fuzz_request_shapes");
-    test::write_tiny_model(path, {});
-    auto* model = LlamaModel::load(path).release();
-    std::filesystem::remove(path);
-    EngineOptions options;
-    options.kv_cache_bytes = 1 << 20;
-    options.device = "cpu";
-    return new Serving(*model, "test-model", options, nullptr);
-  }();
-  return *s;
-}
+const Serving& serving() { return fuzz::tiny_serving("fuzz_request_shapes"); }
 
 // Reads the recipe: bytes, then zeros once it runs out.
 class Recipe {
@@ -135,81 +124,26 @@ std::string costly_pattern(Recipe& r, bool gbnf) {
   return gbnf ? "root ::= " + body : body;
 }
 
-struct Route {
-  int endpoint;                        // 0 completions, 1 chat, 2 tokenize, 3 detokenize
-  std::vector<std::string> requests;   // each with kHole where the shape goes
-};
-
-const std::string kHole = "\"@HOLE@\"";
-
-const std::vector<Route>& routes() {
-  static const std::vector<Route> r = [] {
-    auto fields = [](const std::string& base, std::vector<const char*> names) {
-      std::vector<std::string> out;
-      for (const char* f : names) out.push_back("{" + base + ", \"" + f + "\": " + kHole + "}");
-      return out;
-    };
-    const std::vector<const char*> common = {
-        "model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "presence_penalty",
-        "frequency_penalty", "logit_bias", "seed", "user", "top_k", "min_p", "repetition_penalty", "ignore_eos",
-        "stop_token_ids", "priority", "max_completion_tokens", "response_format", "grammar", "regex", "unknown"};
-    std::vector<const char*> completion = common, chat = common;
-    for (const char* f : {"logprobs", "echo", "suffix", "best_of"}) completion.push_back(f);
-    for (const char* f : {"logprobs", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls", "functions",
-                          "function_call", "store", "metadata", "service_tier", "modalities", "audio", "prediction",
-                          "reasoning_effort", "web_search_options"}) {
-      chat.push_back(f);
-    }
-    Route completions{0, fields("\"prompt\": \"hi\", \"max_tokens\": 2", completion)};
-    completions.requests.push_back("{\"prompt\": " + kHole + "}");
-    completions.requests.push_back("{\"prompt\": [" + kHole + "]}");
-    const std::string msg = "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 2";
-    Route chats{1, fields(msg, chat)};
-    for (const std::string& m : {
-             "{\"role\": \"user\", \"content\": " + kHole + "}",
-             "{\"role\": \"user\", \"content\": [" + kHole + "]}",
-             "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": " + kHole + "}]}",
-             "{\"role\": " + kHole + ", \"content\": \"hi\"}",
-             "{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": " + kHole + "}",
-             "{\"role\": \"assistant\", \"tool_calls\": [{\"id\": \"1\", \"type\": \"function\", \"function\": "
-             "{\"name\": \"f\", \"arguments\": " + kHole + "}}]}",
-             "{\"role\": \"tool\", \"tool_call_id\": " + kHole + ", \"content\": \"x\"}",
-         }) {
-      chats.requests.push_back("{\"messages\": [" + m + "], \"max_tokens\": 2}");
-    }
-    chats.requests.push_back("{\"messages\": " + kHole + "}");
-    chats.requests.push_back("{" + msg + ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", "
-                             "\"parameters\": " + kHole + "}}], \"tool_choice\": \"required\"}");
-    chats.requests.push_back("{" + msg + ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
-                             "{\"name\": \"x\", \"schema\": " + kHole + "}}}");
-    chats.requests.push_back("{" + msg + ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
-                             "{\"name\": \"x\", \"schema\": {\"type\": \"object\", \"properties\": {\"a\": " + kHole +
-                             "}}}}}");
-    Route tokenize{2, {"{\"prompt\": " + kHole + "}", "{\"messages\": " + kHole + "}",
-                       "{\"prompt\": \"hi\", \"add_special_tokens\": " + kHole + "}"}};
-    Route detokenize{3, {"{\"tokens\": " + kHole + "}", "{\"tokens\": [1], \"model\": " + kHole + "}"}};
-    return std::vector<Route>{completions, chats, tokenize, detokenize};
-  }();
-  return r;
-}
-
 void check_params(const SamplingParams& p) {
   validate(p, serving().tokenizer().vocab_size());  // what Engine::submit runs; its refusal is a 400
 }
 
 void openai(Recipe& r) {
-  const Route& route = routes()[r.byte() % routes().size()];
-  std::string body = route.requests[r.below(uint32_t(route.requests.size()) - 1)];
+  static const std::vector<test::RouteHoles> routes = test::route_holes();
+  const size_t endpoint = r.byte() % routes.size();  // completions, chat, tokenize, detokenize
+  const test::RouteHoles& route = routes[endpoint];
+  const std::string& request = route.requests[r.below(uint32_t(route.requests.size()) - 1)];
   const uint8_t kind = r.byte();
-  const std::string value = kind % 8 == 7 ? json_string(costly_pattern(r, kind % 16 == 15)) : shape(r);
-  body.replace(body.find(kHole), kHole.size(), value);
+  const std::string body =
+      test::fill_hole(request, kind % 8 == 7 ? json_string(costly_pattern(r, kind % 16 == 15)) : shape(r));
   const Serving& sv = serving();
   try {
-    switch (route.endpoint) {
+    switch (endpoint) {
       case 0:
       case 1: {
         const json parsed = parse_body(body);
-        const GenerationRequest g = route.endpoint == 0 ? parse_completion_request(parsed, sv) : parse_chat_request(parsed, sv);
+        const GenerationRequest g =
+            endpoint == 0 ? parse_completion_request(parsed, sv) : parse_chat_request(parsed, sv);
         for (const SamplingParams& p : serving_request(g, sv.max_model_len()).params) check_params(p);
         break;
       }
@@ -217,7 +151,9 @@ void openai(Recipe& r) {
       case 3: sv.tokenizer().decode(parse_detokenize_request(parse_body(body), sv)); break;
     }
   } catch (const ApiError& e) {
-    if (e.status != 400 && e.status != 404 && e.status != 503) finding("an ApiError that is not a 400, 404 or 503", e.what());
+    if (e.status != 400 && e.status != 404 && e.status != 503) {
+      finding("an ApiError that is not a 400, 404 or 503", e.what());
+    }
     dump(error_body(e));
   } catch (const std::exception& e) {
     finding("an exception other than ApiError escaped", e.what());
@@ -239,7 +175,9 @@ void grpc_generate(Recipe& r) {
       }
   }
   pb::SamplingParams& s = *req.mutable_sampling();
-  for (uint32_t i = 0, n = r.below(20'000); i < n; ++i) (*s.mutable_logit_bias())[int32_t(i) - 3] = float(i % 250) - 125;
+  for (uint32_t i = 0, n = r.below(20'000); i < n; ++i) {
+    (*s.mutable_logit_bias())[int32_t(i) - 3] = float(i % 250) - 125;
+  }
   if (r.byte() % 2) s.set_temperature(r.byte() % 2 ? std::numeric_limits<float>::quiet_NaN() : 1e30f);
   if (r.byte() % 2) s.set_logprobs(int32_t(r.below(100)) - 2);
   pb::StoppingParams& st = *req.mutable_stopping();
@@ -260,7 +198,8 @@ void grpc_generate(Recipe& r) {
     return;
   }
   const grpc::StatusCode c = status.error_code();
-  if (c != grpc::StatusCode::INVALID_ARGUMENT && c != grpc::StatusCode::OUT_OF_RANGE && c != grpc::StatusCode::UNAVAILABLE) {
+  using grpc::StatusCode;
+  if (c != StatusCode::INVALID_ARGUMENT && c != StatusCode::OUT_OF_RANGE && c != StatusCode::UNAVAILABLE) {
     finding("a gRPC status other than INVALID_ARGUMENT, OUT_OF_RANGE or UNAVAILABLE", status.error_message());
   }
 }

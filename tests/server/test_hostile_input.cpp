@@ -1,18 +1,18 @@
 // Requests written to hurt the server: JSON nested a million deep in every field of every route,
-// grammars and schemas whose compile would take minutes, workers held by slow compiles. Each must
-// get a clear 400 (or a 429 in time), and the server must go on answering.
+// objects of 50,000 keys, answers the client asked to end its connection, a new connection while
+// the server drains. Each must get a clear answer, and the server must go on answering.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "tests/server/http_harness.h"
+#include "tests/util/request_holes.h"
 
 namespace flashserve::test {
 namespace {
 
 constexpr int kHostileDepth = 1'000'000;
-const std::string kHole = "\"@HOLE@\"";
 
 // `depth` arrays, or objects {"a": ...}, inside one another around a 1.
 std::string nested(int depth, bool objects) {
@@ -22,66 +22,6 @@ std::string nested(int depth, bool objects) {
   s += "1";
   for (int i = 0; i < depth; ++i) s += objects ? '}' : ']';
   return s;
-}
-
-// `request` (JSON text holding kHole once) with the hole filled by `value`.
-std::string filled(const std::string& request, const std::string& value) {
-  std::string out = request;
-  out.replace(out.find(kHole), kHole.size(), value);
-  return out;
-}
-
-struct Route {
-  const char* path;
-  std::vector<std::string> requests;  // each with kHole where the deep value goes
-};
-
-// Every top-level field each route reads, plus the places inside messages, tools and schemas
-// where a value is walked further.
-std::vector<Route> routes() {
-  auto top_level = [](const char* base, std::vector<const char*> fields) {
-    std::vector<std::string> out;
-    for (const char* f : fields) out.push_back(std::string("{") + base + ", \"" + f + "\": " + kHole + "}");
-    return out;
-  };
-  const std::vector<const char*> common = {
-      "model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "presence_penalty",
-      "frequency_penalty", "logit_bias", "seed", "user", "top_k", "min_p", "repetition_penalty", "ignore_eos",
-      "stop_token_ids", "priority", "max_completion_tokens", "response_format", "grammar", "regex", "unknown_field"};
-  std::vector<const char*> completion = common, chat = common;
-  for (const char* f : {"logprobs", "echo", "suffix", "best_of"}) completion.push_back(f);
-  for (const char* f : {"logprobs", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls", "functions",
-                        "function_call", "store", "metadata", "service_tier", "modalities", "audio", "prediction",
-                        "reasoning_effort", "web_search_options"}) {
-    chat.push_back(f);
-  }
-  Route completions{"/v1/completions", top_level("\"prompt\": \"hi\"", completion)};
-  completions.requests.push_back("{\"prompt\": " + kHole + "}");
-  completions.requests.push_back("{\"prompt\": [" + kHole + "]}");
-  const std::string msg = "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]";
-  Route chats{"/v1/chat/completions", top_level(msg.c_str(), chat)};
-  for (const std::string& m : {
-           "{\"role\": \"user\", \"content\": " + kHole + "}",
-           "{\"role\": \"user\", \"content\": [" + kHole + "]}",
-           "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": " + kHole + "}]}",
-           "{\"role\": \"user\", \"content\": \"hi\", \"unknown\": " + kHole + "}",
-           "{\"role\": " + kHole + ", \"content\": \"hi\"}",
-           "{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": " + kHole + "}",
-           "{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\": \"1\", \"type\": \"function\", "
-           "\"function\": {\"name\": \"f\", \"arguments\": " + kHole + "}}]}",
-       }) {
-    chats.requests.push_back("{\"messages\": [" + m + "]}");
-  }
-  chats.requests.push_back("{\"messages\": " + kHole + "}");
-  chats.requests.push_back("{" + msg + ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", "
-                           "\"parameters\": " + kHole + "}}]}");
-  chats.requests.push_back("{" + msg + ", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
-                           "{\"name\": \"x\", \"schema\": {\"anyOf\": [" + kHole + "]}}}}");
-  Route tokenize{"/tokenize", {"{\"prompt\": " + kHole + "}", "{\"messages\": " + kHole + "}",
-                               "{\"prompt\": \"hi\", \"add_special_tokens\": " + kHole + "}",
-                               "{\"prompt\": \"hi\", \"model\": " + kHole + "}"}};
-  Route detokenize{"/detokenize", {"{\"tokens\": " + kHole + "}", "{\"tokens\": [1], \"model\": " + kHole + "}"}};
-  return {completions, chats, tokenize, detokenize};
 }
 
 class HostileInput : public ::testing::Test {
@@ -98,10 +38,10 @@ HttpHarness* HostileInput::h_ = nullptr;
 TEST_F(HostileInput, NestingAMillionDeepInEveryFieldOfEveryRouteIsA400) {
   const std::string arrays = nested(kHostileDepth, false), objects = nested(kHostileDepth, true);
   int sent = 0;
-  for (const Route& route : routes()) {
+  for (const RouteHoles& route : route_holes()) {
     for (const std::string& request : route.requests) {
       for (const std::string* deep : {&arrays, &objects}) {
-        const Reply r = post(*h_, route.path, filled(request, *deep));
+        const Reply r = post(*h_, route.path, fill_hole(request, *deep));
         ASSERT_EQ(r.status, 400) << route.path << " " << request << ": " << r.text.substr(0, 300);
         EXPECT_NE(r.body["error"]["message"].get<std::string>().find("nested deeper than 128 levels"),
                   std::string::npos)
