@@ -112,7 +112,8 @@ std::optional<RequestError> Engine::check_backlog(int32_t n, Clock::time_point d
   const bool client_first = has_deadline && (queue_limit <= 0 || client_limit < queue_limit);
   const double limit = client_first ? client_limit : queue_limit;
   const double wait = backlog_.predicted_wait(num_not_started_ + n);
-  if (wait <= limit) return std::nullopt;
+  // 0: no prediction yet. A deadline already past is left to the scheduler (DEADLINE_EXCEEDED).
+  if (wait == 0 || wait <= limit) return std::nullopt;
   char text[200];
   std::snprintf(text, sizeof(text),
                 "server overloaded: the %d requests queued ahead would keep this one waiting about %.0f s, "
