@@ -1,4 +1,6 @@
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <cstdio>
 #include <exception>
@@ -30,6 +32,10 @@ int main(int argc, char** argv) {
   gen.add_to(*generate_cmd);
 
   CLI11_PARSE(app, argc, argv);
+  // Logs go to stderr in every command, so generate's stdout is the answer alone (serve swaps in an
+  // asynchronous logger, on stderr too).
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("flashserve", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
   flashserve::set_cpu_threads(threads);
   try {
     flashserve::set_cpu_kernels(cpu_kernels);

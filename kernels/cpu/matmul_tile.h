@@ -3,8 +3,9 @@
 // decoders, matmul_kquants.cpp the 256-element super-block ones.
 //
 // Batch invariance comes from one rule: the dot product of token t with weight row o is always
-// accumulated in the same per-lane order -- 32-element chunk by chunk, vector i of a chunk into
-// accumulator i % kAcc, then the accumulators summed and reduced the same way. Tiles of several rows
+// accumulated in the same per-lane order -- lane j of one 16-lane accumulator takes elements j,
+// j + 16, j + 32, ... with one fma each, then simd::reduce_add's tree sums the lanes; the same rule
+// in every compiled copy makes them agree bit for bit too. Tiles of several rows
 // and tokens only interleave independent dot products (to reuse a decoded chunk across tokens and to
 // hide FMA latency), so tile shapes, token counts and thread counts never change a result bit.
 //
@@ -28,15 +29,15 @@ using namespace simd;
 constexpr int kChunk = 32;
 constexpr int kVecs = kChunk / W;  // vectors per 32-element chunk
 
-// Tile shapes: rows of W decoded together, tokens sharing each decoded chunk. Sized so the
-// R * T * kAcc accumulators, R * kVecs decoded weights and an x vector fit the register file
-// (32 zmm / 16 ymm); with AVX-512 four rows in flight hide FMA latency without a second accumulator.
+// Tile shapes: rows decoded together, tokens sharing each decoded chunk. Sized so the R * T
+// accumulators, R * kVecs decoded weights and an x vector fit the register file (32 zmm; 16 ymm,
+// where a vector is two); with AVX-512 four rows in flight hide FMA latency.
 #if defined(FLASHSERVE_AVX512)
-constexpr int kAcc = 1, kRowsSingle = 4, kRowsBatch = 4, kTokens = 4;
+constexpr int kRowsSingle = 4, kRowsBatch = 4, kTokens = 4;
 #elif defined(FLASHSERVE_AVX2)
-constexpr int kAcc = 2, kRowsSingle = 2, kRowsBatch = 1, kTokens = 4;
+constexpr int kRowsSingle = 2, kRowsBatch = 1, kTokens = 4;
 #else
-constexpr int kAcc = 4, kRowsSingle = 1, kRowsBatch = 1, kTokens = 4;
+constexpr int kRowsSingle = 1, kRowsBatch = 1, kTokens = 4;
 #endif
 
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
@@ -122,9 +123,9 @@ inline void widen_bytes(__m256i q, V* w) {
   w[0] = _mm512_cvtepi32_ps(kSigned ? _mm512_cvtepi8_epi32(lo) : _mm512_cvtepu8_epi32(lo));
   w[1] = _mm512_cvtepi32_ps(kSigned ? _mm512_cvtepi8_epi32(hi) : _mm512_cvtepu8_epi32(hi));
 #else
-  const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-  for (int i = 0; i < 4; ++i)
-    w[i] = _mm256_cvtepi32_ps(kSigned ? _mm256_cvtepi8_epi32(parts[i]) : _mm256_cvtepu8_epi32(parts[i]));
+  auto widen8 = [](__m128i b) { return _mm256_cvtepi32_ps(kSigned ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b)); };
+  w[0] = {widen8(lo), widen8(_mm_srli_si128(lo, 8))};
+  w[1] = {widen8(hi), widen8(_mm_srli_si128(hi, 8))};
 #endif
 }
 #endif
@@ -143,17 +144,16 @@ void decode_tail(const char* p, int n, V* w) {
 // y[t * n_out + r] = x[t] . W[r] for R rows starting at w and T tokens starting at x.
 template <class D, int R, int T>
 void dot_tile(const char* w, size_t rb, const float* x, int64_t k, float* y, int64_t n_out) {
-  V acc[T][R][kAcc];
+  V acc[T][R];
   for (auto& per_tok : acc)
-    for (auto& per_row : per_tok)
-      for (V& a : per_row) a = zero();
+    for (V& a : per_tok) a = zero();
 
   auto accumulate = [&](const V (&wv)[R][kVecs], int64_t off, int valid) {
     for (int t = 0; t < T; ++t) {
       for (int i = 0; i < kVecs; ++i) {
         const float* xp = x + t * k + off + i * W;
         const V xv = valid == kChunk ? load(xp) : load_partial(xp, valid - i * W);
-        for (int r = 0; r < R; ++r) acc[t][r][i % kAcc] = fma(xv, wv[r][i], acc[t][r][i % kAcc]);
+        for (int r = 0; r < R; ++r) acc[t][r] = fma(xv, wv[r][i], acc[t][r]);
       }
     }
   };
@@ -185,11 +185,7 @@ void dot_tile(const char* w, size_t rb, const float* x, int64_t k, float* y, int
   }
 
   for (int t = 0; t < T; ++t) {
-    for (int r = 0; r < R; ++r) {
-      V sum = acc[t][r][0];
-      for (int a = 1; a < kAcc; ++a) sum = add(sum, acc[t][r][a]);
-      y[t * n_out + r] = reduce_add(sum);
-    }
+    for (int r = 0; r < R; ++r) y[t * n_out + r] = reduce_add(acc[t][r]);
   }
 }
 

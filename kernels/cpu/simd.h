@@ -1,12 +1,16 @@
-// A thin vector layer over AVX-512, AVX2+FMA or plain scalars (picked at compile time).
-// Every op is lane-wise or a fixed reduction tree, so a value computed through it depends only on
-// its inputs -- never on where a loop or a thread split the data. Partial loads zero-fill, so tails
-// go through the same code as full vectors.
+// A thin vector layer over AVX-512, AVX2+FMA or plain scalars (picked at compile time), with one
+// contract for all three: a vector is 16 float lanes in every copy (AVX2 holds two halves, the
+// scalar copy an array), every op is lane-wise IEEE arithmetic (fma rounds once everywhere, see
+// fused_mul_add.h) or one fixed reduction tree, and exp is one polynomial. So a value computed
+// through it is the same bits on every CPU, never depending on where a loop or a thread split the
+// data. Partial loads zero-fill, so tails go through the same code as full vectors.
 #pragma once
+#include "kernels/cpu/fused_mul_add.h"
 #include "kernels/cpu/isa_namespace.h"
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #if defined(__AVX512F__) || defined(__AVX2__)
 // GCC 12's AVX-512 headers trip its own -Wuninitialized (_mm512_undefined_*, GCC bug 105593).
 #pragma GCC diagnostic push
@@ -26,10 +30,48 @@
 
 namespace flashserve::kernels::FLASHSERVE_ISA::simd {
 
+inline constexpr int W = 16;
+// exp's range: below kExpMin the result is 0, above kExpMax inf (after rounding).
+inline constexpr float kExpMin = -104.0f, kExpMax = 89.0f;
+
+// One lane of every vector op below, written for a single float: the scalar copy runs it 16 times
+// per vector, and the vector copies' instructions compute exactly it.
+namespace lane {
+inline float max(float a, float b) { return a > b ? a : b; }  // maxps: b unless a > b
+inline float min(float a, float b) { return a < b ? a : b; }  // minps: b unless a < b
+inline float pow2(int e) {  // 2^e for e in [-126, 127]
+  const uint32_t bits = uint32_t(e + 127) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+// p * 2^n in two normal-range steps, so n in [-150, 128] neither wraps the exponent nor skips
+// gradual underflow: the first product is exact, the second rounds once (as AVX-512's scalef).
+inline float ldexp(float p, float n) {
+  if (n != n) return n;
+  const int ni = int(n), half = ni >> 1;
+  return (p * pow2(half)) * pow2(ni - half);
+}
+// Cephes expf: x = n ln2 + r with |r| <= ln2/2, degree-6 polynomial for e^r (about 1 ulp).
+inline float exp(float x) {
+  const float xcl = min(kExpMax, max(kExpMin, x));
+  const float n = std::nearbyint(xcl * 1.44269504088896341f);
+  float r = fused_mul_add(n, -0.693359375f, xcl);
+  r = fused_mul_add(n, 2.12194440e-4f, r);
+  float p = 1.9875691500e-4f;
+  p = fused_mul_add(p, r, 1.3981999507e-3f);
+  p = fused_mul_add(p, r, 8.3334519073e-3f);
+  p = fused_mul_add(p, r, 4.1665795894e-2f);
+  p = fused_mul_add(p, r, 1.6666665459e-1f);
+  p = fused_mul_add(p, r, 5.0000001201e-1f);
+  p = fused_mul_add(p, r * r, r) + 1.0f;
+  return x != x ? x : ldexp(p, n);
+}
+}  // namespace lane
+
 #if defined(FLASHSERVE_AVX512)
 
 using V = __m512;
-inline constexpr int W = 16;
 inline __mmask16 lanes(int n) { return __mmask16((1u << std::clamp(n, 0, W)) - 1); }
 inline V zero() { return _mm512_setzero_ps(); }
 inline V set1(float a) { return _mm512_set1_ps(a); }
@@ -44,79 +86,96 @@ inline V div(V a, V b) { return _mm512_div_ps(a, b); }
 inline V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 inline V max(V a, V b) { return _mm512_max_ps(a, b); }
 inline V min(V a, V b) { return _mm512_min_ps(a, b); }
-inline float reduce_add(V v) { return _mm512_reduce_add_ps(v); }
-inline float reduce_max(V v) { return _mm512_reduce_max_ps(v); }
 inline V round_nearest(V v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 inline V keep_nan(V x, V r) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), r, x); }
-// p * 2^n with scalef, which handles overflow to inf and underflow through subnormals to 0.
 inline V ldexp(V p, V n) { return _mm512_scalef_ps(p, n); }
-inline constexpr float kExpMin = -104.0f, kExpMax = 89.0f;
+// Lanes i and i + 8 added: the first level of every reduction tree.
+inline __m256 fold(V v) { return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)); }
+inline __m256 fold_max(V v) { return _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)); }
 
 #elif defined(FLASHSERVE_AVX2)
 
-using V = __m256;
-inline constexpr int W = 8;
-inline __m256i lanes(int n) {
+struct V {
+  __m256 lo, hi;  // lanes 0-7, 8-15
+};
+inline __m256i lanes8(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
-inline V zero() { return _mm256_setzero_ps(); }
-inline V set1(float a) { return _mm256_set1_ps(a); }
-inline V load(const float* p) { return _mm256_loadu_ps(p); }
-inline void store(float* p, V v) { _mm256_storeu_ps(p, v); }
-inline V load_partial(const float* p, int n) { return _mm256_maskload_ps(p, lanes(n)); }
-inline void store_partial(float* p, V v, int n) { _mm256_maskstore_ps(p, lanes(n), v); }
-inline V add(V a, V b) { return _mm256_add_ps(a, b); }
-inline V sub(V a, V b) { return _mm256_sub_ps(a, b); }
-inline V mul(V a, V b) { return _mm256_mul_ps(a, b); }
-inline V div(V a, V b) { return _mm256_div_ps(a, b); }
-inline V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-inline V max(V a, V b) { return _mm256_max_ps(a, b); }
-inline V min(V a, V b) { return _mm256_min_ps(a, b); }
-inline float reduce_add(V v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+inline V zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+inline V set1(float a) { return {_mm256_set1_ps(a), _mm256_set1_ps(a)}; }
+inline V load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+inline void store(float* p, V v) { _mm256_storeu_ps(p, v.lo); _mm256_storeu_ps(p + 8, v.hi); }
+inline V load_partial(const float* p, int n) {
+  return {_mm256_maskload_ps(p, lanes8(n)), _mm256_maskload_ps(p + 8, lanes8(n - 8))};
 }
-inline float reduce_max(V v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+inline void store_partial(float* p, V v, int n) {
+  _mm256_maskstore_ps(p, lanes8(n), v.lo);
+  _mm256_maskstore_ps(p + 8, lanes8(n - 8), v.hi);
 }
-inline V round_nearest(V v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-inline V keep_nan(V x, V r) { return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)); }
-inline V pow2(__m256i n) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23)); }
-// p * 2^n in two normal-range steps, so n in [-150, 128] neither wraps the exponent nor skips
-// gradual underflow.
-inline V ldexp(V p, V n) {
+inline V add(V a, V b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+inline V sub(V a, V b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
+inline V mul(V a, V b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+inline V div(V a, V b) { return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)}; }
+inline V fma(V a, V b, V c) { return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
+inline V max(V a, V b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
+inline V min(V a, V b) { return {_mm256_min_ps(a.lo, b.lo), _mm256_min_ps(a.hi, b.hi)}; }
+inline __m256 round8(__m256 v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline V round_nearest(V v) { return {round8(v.lo), round8(v.hi)}; }
+inline __m256 keep_nan8(__m256 x, __m256 r) { return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)); }
+inline V keep_nan(V x, V r) { return {keep_nan8(x.lo, r.lo), keep_nan8(x.hi, r.hi)}; }
+inline __m256 pow2(__m256i n) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23)); }
+inline __m256 ldexp8(__m256 p, __m256 n) {  // lane::ldexp, eight at a time
   const __m256i ni = _mm256_cvtps_epi32(n);
   const __m256i half = _mm256_srai_epi32(ni, 1);
-  return mul(mul(p, pow2(half)), pow2(_mm256_sub_epi32(ni, half)));
+  return _mm256_mul_ps(_mm256_mul_ps(p, pow2(half)), pow2(_mm256_sub_epi32(ni, half)));
 }
-inline constexpr float kExpMin = -104.0f, kExpMax = 89.0f;
+inline V ldexp(V p, V n) { return {ldexp8(p.lo, n.lo), ldexp8(p.hi, n.hi)}; }
+inline __m256 fold(V v) { return _mm256_add_ps(v.lo, v.hi); }
+inline __m256 fold_max(V v) { return _mm256_max_ps(v.lo, v.hi); }
 
 #else
 
-using V = float;
-inline constexpr int W = 1;
-inline V zero() { return 0.0f; }
-inline V set1(float a) { return a; }
-inline V load(const float* p) { return *p; }
-inline void store(float* p, V v) { *p = v; }
-inline V load_partial(const float* p, int n) { return n > 0 ? *p : 0.0f; }
-inline void store_partial(float* p, V v, int n) { if (n > 0) *p = v; }
-inline V add(V a, V b) { return a + b; }
-inline V sub(V a, V b) { return a - b; }
-inline V mul(V a, V b) { return a * b; }
-inline V div(V a, V b) { return a / b; }
-inline V fma(V a, V b, V c) { return a * b + c; }
-inline V max(V a, V b) { return a > b ? a : b; }
-inline float reduce_add(V v) { return v; }
-inline float reduce_max(V v) { return v; }
+struct V {
+  float l[W];
+};
+template <class F>
+inline V each(F&& f) {
+  V r;
+  for (int i = 0; i < W; ++i) r.l[i] = f(i);
+  return r;
+}
+inline V zero() { return each([](int) { return 0.0f; }); }
+inline V set1(float a) { return each([a](int) { return a; }); }
+inline V load(const float* p) { return each([p](int i) { return p[i]; }); }
+inline void store(float* p, V v) { std::copy(v.l, v.l + W, p); }
+inline V load_partial(const float* p, int n) { return each([p, n](int i) { return i < n ? p[i] : 0.0f; }); }
+inline void store_partial(float* p, V v, int n) { std::copy(v.l, v.l + std::clamp(n, 0, W), p); }
+inline V add(V a, V b) { return each([&](int i) { return a.l[i] + b.l[i]; }); }
+inline V sub(V a, V b) { return each([&](int i) { return a.l[i] - b.l[i]; }); }
+inline V mul(V a, V b) { return each([&](int i) { return a.l[i] * b.l[i]; }); }
+inline V div(V a, V b) { return each([&](int i) { return a.l[i] / b.l[i]; }); }
+inline V fma(V a, V b, V c) { return each([&](int i) { return fused_mul_add(a.l[i], b.l[i], c.l[i]); }); }
+inline V max(V a, V b) { return each([&](int i) { return lane::max(a.l[i], b.l[i]); }); }
+inline V min(V a, V b) { return each([&](int i) { return lane::min(a.l[i], b.l[i]); }); }
 
 #endif
 
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
-// Cephes expf: x = n ln2 + r with |r| <= ln2/2, degree-6 polynomial for e^r (about 1 ulp).
+// The tree after the first fold: adjacent pairs, then adjacent pairs of those, then the two halves:
+// ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)).
+inline float tree8(__m256 s) {
+  const __m256 pairs = _mm256_hadd_ps(s, s);
+  const __m256 h = _mm256_hadd_ps(pairs, pairs);
+  return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
+inline float reduce_add(V v) { return tree8(fold(v)); }
+inline float reduce_max(V v) {
+  const __m256 s = fold_max(v);
+  const __m128 q = _mm_max_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  const __m128 d = _mm_max_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_max_ss(d, _mm_movehdup_ps(d)));
+}
+// Cephes expf, lane::exp in every lane.
 inline V exp(V x) {
   const V xcl = min(set1(kExpMax), max(set1(kExpMin), x));
   const V n = round_nearest(mul(xcl, set1(1.44269504088896341f)));
@@ -132,7 +191,22 @@ inline V exp(V x) {
   return keep_nan(x, ldexp(p, n));
 }
 #else
-inline V exp(V x) { return std::exp(x); }
+// The vector copies' trees, written out: lanes i and i + 8, then as tree8.
+inline float reduce_add(V v) {
+  float s[8];
+  for (int i = 0; i < 8; ++i) s[i] = v.l[i] + v.l[i + 8];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+// max is exact, so only the tree's treatment of NaN and signed zeros must follow the vector one:
+// lanes (i, i + 8), then (i, i + 4), (i, i + 2), (0, 1), each as maxps(a, b).
+inline float reduce_max(V v) {
+  float s[8];
+  for (int i = 0; i < 8; ++i) s[i] = lane::max(v.l[i], v.l[i + 8]);
+  for (int i = 0; i < 4; ++i) s[i] = lane::max(s[i], s[i + 4]);
+  for (int i = 0; i < 2; ++i) s[i] = lane::max(s[i], s[i + 2]);
+  return lane::max(s[0], s[1]);
+}
+inline V exp(V x) { return each([&](int i) { return lane::exp(x.l[i]); }); }
 #endif
 
 // Loads/stores the n (possibly more than W) floats at p, only going masked on a short tail.

@@ -18,6 +18,7 @@
 #include "kernels/backend.h"
 #include "kernels/dtype.h"
 #include "kernels/matmul.h"
+#include "tests/backend_ops/backend_cases.h"
 #include "tests/kernels/reference.h"
 #include "tests/kernels/reference_sampling.h"
 
@@ -60,25 +61,6 @@ bool runs(const Backend& be, Op op, DType type, const kernels::OpShape& shape = 
   return ok;
 }
 
-// Host data copied onto a backend, and back.
-template <typename T>
-struct On {
-  On(Backend& b, const std::vector<T>& host) : be(b), buf(b, std::max<size_t>(1, host.size()) * sizeof(T)), n(host.size()) {
-    if (n) be.copy_in(buf.get(), host.data(), n * sizeof(T));
-  }
-  On(Backend& b, size_t count) : be(b), buf(b, std::max<size_t>(1, count) * sizeof(T)), n(count) {}
-  T* get() const { return buf.template get<T>(); }
-  std::vector<T> host() const {
-    std::vector<T> out(n);
-    if (n) be.copy_out(out.data(), buf.get(), n * sizeof(T));
-    be.synchronize();
-    return out;
-  }
-  Backend& be;
-  Buffer buf;
-  size_t n;
-};
-
 double nmse(const std::vector<float>& got, const std::vector<double>& want) {
   EXPECT_EQ(got.size(), want.size());
   double err = 0, norm = 0;
@@ -88,16 +70,6 @@ double nmse(const std::vector<float>& got, const std::vector<double>& want) {
     norm += want[i] * want[i];
   }
   return norm > 0 ? err / norm : err;
-}
-
-// Weights as a model file holds them: quantized from random values (float types stored as is).
-std::vector<uint8_t> weight_rows(std::mt19937& rng, DType t, int64_t rows, int64_t cols) {
-  const auto values = random_floats(rng, size_t(rows * cols));
-  std::vector<uint8_t> w(size_t(rows) * kernels::row_bytes(t, cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    kernels::quantize_row(t, values.data() + r * cols, w.data() + r * kernels::row_bytes(t, cols), cols);
-  }
-  return w;
 }
 
 kernels::StepLimits limits() {
@@ -240,88 +212,17 @@ TEST(BackendOps, NormsRopeAndSwiglu) {
   }
 }
 
-// What a KV cache element of `t` holds for x: the CPU stores f32, GPUs round to f16 / bf16.
-float stored(DType t, float x) {
-  if (t == DType::F16) return kernels::fp16_to_fp32(kernels::fp32_to_fp16(x));
-  if (t == DType::BF16) return kernels::bf16_to_fp32(kernels::fp32_to_bf16(x));
-  return x;
-}
-
-struct SeqSpec {
-  int32_t context_len, num_queries;
-};
-
-// kv_write of every sequence's K/V, then attention of its last num_queries positions, against the
-// f64 reference over the K/V values the cache can hold.
+// run_attention against its f64 reference.
 void check_attention(Backend& be, DType kv_type, int64_t hd, int32_t heads, int32_t kv_heads,
                      const std::vector<SeqSpec>& specs, std::mt19937& rng, int32_t window = 0) {
-  const kernels::KvLayout layout{16, kv_heads, int32_t(hd)};
-  const int64_t kv_row = kv_heads * hd, q_row = heads * hd;
-  AttentionArrays arrays;
-  std::vector<float> k, v, q;
-  std::vector<int32_t> slots;
-  int32_t next_block = 0, tokens = 0;
-  std::vector<int32_t> first_kv;  // per sequence: its first row in k / v
-  for (const SeqSpec& s : specs) {
-    std::vector<int32_t> table;
-    for (int32_t b = 0; b < (s.context_len + 15) / 16; ++b) table.push_back(next_block++);
-    first_kv.push_back(int32_t(k.size() / kv_row));
-    slots.resize(slots.size() + size_t(s.context_len));
-    const auto kk = random_floats(rng, size_t(s.context_len * kv_row)), vv = random_floats(rng, size_t(s.context_len * kv_row));
-    k.insert(k.end(), kk.begin(), kk.end());
-    v.insert(v.end(), vv.begin(), vv.end());
-    const auto qq = random_floats(rng, size_t(s.num_queries * q_row), -2.0f, 2.0f);
-    q.insert(q.end(), qq.begin(), qq.end());
-    arrays.add(s.num_queries, s.context_len, table);
-    tokens += s.num_queries;
-  }
-  // Blocks scattered over the pool: table entries reversed, so no sequence's blocks are in order.
-  for (auto& t : arrays.tables) for (int32_t& b : t) b = next_block - 1 - b;
-  for (size_t i = 0, s = 0, p = 0; i < slots.size(); ++i, ++p) {
-    if (p == size_t(specs[s].context_len)) ++s, p = 0;
-    slots[i] = arrays.tables[s][p / 16] * 16 + int32_t(p % 16);
-  }
-  const size_t elem = kv_type == DType::F32 ? 4 : 2, pool = size_t(next_block) * 16 * size_t(kv_row) * elem;
-  Buffer kc(be, pool), vc(be, pool);
-  const kernels::KvCacheView kv{kc.get(), vc.get(), kv_type, layout};
-  On<float> dk(be, k), dv(be, v), dq(be, q), out(be, q.size());
-  On<int32_t> dslots(be, slots);
-  be.kv_write(kv, dk.get(), dv.get(), dslots.get(), int64_t(slots.size()));
-  kernels::AttentionBatch host = arrays.batch();
-  On<int32_t> qs(be, arrays.query_start), lens(be, arrays.context_lens), tables(be, arrays.flat_tables);
-  kernels::AttentionBatch batch = host;
-  batch.window = window;
-  batch.query_start = qs.get();
-  batch.context_lens = lens.get();
-  batch.block_tables = tables.get();
-  const float scale = 1.0f / std::sqrt(float(hd));
-  be.attention(dq.get(), kv, batch, heads, scale, out.get());
-
-  std::vector<double> want;
-  for (float& x : k) x = stored(kv_type, x);
-  for (float& x : v) x = stored(kv_type, x);
-  int64_t row = 0;
-  for (size_t s = 0; s < specs.size(); ++s) {
-    for (int32_t i = 0; i < specs[s].num_queries; ++i, ++row) {
-      const int32_t pos = specs[s].context_len - specs[s].num_queries + i;
-      for (int32_t h = 0; h < heads; ++h) {
-        std::vector<const float*> krows, vrows;
-        for (int32_t j = window > 0 ? std::max(0, pos - window + 1) : 0; j <= pos; ++j) {
-          krows.push_back(&k[size_t((first_kv[s] + j) * kv_row + (h / (heads / kv_heads)) * hd)]);
-          vrows.push_back(&v[size_t((first_kv[s] + j) * kv_row + (h / (heads / kv_heads)) * hd)]);
-        }
-        const auto r = ref_attention_row(&q[size_t(row * q_row + h * hd)], krows, vrows, hd, scale);
-        want.insert(want.end(), r.begin(), r.end());
-      }
-    }
-  }
+  const AttentionRun r = run_attention(be, kv_type, hd, heads, kv_heads, specs, rng, window);
   // The contract lets a GPU's prefill run on tensor cores, which round the queries and the softmax
   // weights to the cache type (docs/cuda.md): NMSE near u^2 with u = 2^-11 (F16) or 2^-8 (BF16); the
   // host emulator measured 3e-8 and 2e-6. Everything else is f32 arithmetic.
   const bool tensor_cores = !be.is_host() && std::any_of(specs.begin(), specs.end(), [](const SeqSpec& s) {
     return s.num_queries > 1;
   });
-  EXPECT_LT(nmse(out.host(), want), tensor_cores ? (kv_type == DType::F16 ? 3e-7 : 2e-5) : 1e-10);
+  EXPECT_LT(nmse(r.got, r.want), tensor_cores ? (kv_type == DType::F16 ? 3e-7 : 2e-5) : 1e-10);
 }
 
 TEST(BackendOps, KvWriteAndAttention) {
@@ -442,60 +343,6 @@ TEST(BackendOps, SampleRowsPicksTheReferenceToken) {
       be->sample_rows(dl.get(), rows, vocab, dp.get(), da.get(), dm.get(), tokens.get());
       EXPECT_EQ(tokens.host(), want);
     }
-  }
-}
-
-// Each compiled copy of the CPU ops against the scalar one on the same inputs: the 8-bit activation
-// path bit for bit (its contract fixes every rounding), the f32 path to the last bits a different
-// vector width's summation order moves.
-TEST(BackendOps, EveryCpuCopyAgreesWithTheScalarOne) {
-  std::mt19937 rng(7);
-  const int64_t tokens = 5, k = 1024, n_out = 37;
-  const auto x = random_floats(rng, size_t(tokens * k), -2.0f, 2.0f);
-  const auto scalar = kernels::make_cpu_backend(false, kernels::CpuIsa::Scalar);
-  const auto scalar_q8 = kernels::make_cpu_backend(true, kernels::CpuIsa::Scalar);
-  auto product = [&](Backend& be, const std::vector<uint8_t>& w, DType t) {
-    std::vector<float> y(size_t(tokens * n_out));
-    be.matmul(x.data(), tokens, w.data(), t, n_out, k, y.data());
-    return y;
-  };
-  auto widen = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
-  for (kernels::CpuIsa isa : kernels::supported_cpu_isas()) {
-    if (isa == kernels::CpuIsa::Scalar) continue;
-    SCOPED_TRACE(kernels::cpu_isa_name(isa));
-    const auto be = kernels::make_cpu_backend(false, isa), be_q8 = kernels::make_cpu_backend(true, isa);
-    for (DType t : kAllTypes) {
-      SCOPED_TRACE(std::string(kernels::dtype_name(t)));
-      const auto w = weight_rows(rng, t, n_out, k);
-      EXPECT_LT(nmse(product(*be, w, t), widen(product(*scalar, w, t))), 1e-12);
-      if (kernels::matmul_q8_supports(t)) {
-        EXPECT_EQ(product(*be_q8, w, t), product(*scalar_q8, w, t));
-        // The same rows packed by map_matrix (Q4_0, Q4_1, Q8_0), still bit for bit.
-        std::vector<float> packed(size_t(tokens * n_out));
-        be_q8->matmul(x.data(), tokens, be_q8->map_matrix(w.data(), t, n_out, k), t, n_out, k, packed.data());
-        EXPECT_EQ(packed, product(*scalar_q8, w, t)) << "map_matrix";
-      }
-    }
-    const auto wn = random_floats(rng, size_t(k), 0.5f, 1.5f), up = random_floats(rng, x.size(), -2.0f, 2.0f);
-    std::vector<float> got(x.size()), want(x.size());
-    be->rmsnorm(x.data(), wn.data(), got.data(), tokens, k, 1e-5f);
-    scalar->rmsnorm(x.data(), wn.data(), want.data(), tokens, k, 1e-5f);
-    EXPECT_LT(nmse(got, widen(want)), 1e-12) << "rmsnorm";
-    be->swiglu(x.data(), up.data(), got.data(), int64_t(x.size()));
-    scalar->swiglu(x.data(), up.data(), want.data(), int64_t(x.size()));
-    EXPECT_LT(nmse(got, widen(want)), 1e-12) << "swiglu";
-    be->geglu(x.data(), up.data(), got.data(), int64_t(x.size()));
-    scalar->geglu(x.data(), up.data(), want.data(), int64_t(x.size()));
-    EXPECT_LT(nmse(got, widen(want)), 1e-12) << "geglu";
-    std::vector<int32_t> positions(tokens);
-    for (int64_t i = 0; i < tokens; ++i) positions[size_t(i)] = int32_t(100 * i + 3);
-    kernels::RopeParams rp;
-    rp.rot_dim = 64;
-    got = x;
-    want = x;
-    be->rope(got.data(), positions.data(), tokens, k / 64, 64, rp);
-    scalar->rope(want.data(), positions.data(), tokens, k / 64, 64, rp);
-    EXPECT_LT(nmse(got, widen(want)), 1e-12) << "rope";
   }
 }
 

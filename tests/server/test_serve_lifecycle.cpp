@@ -194,6 +194,18 @@ TEST(ServeLifecycle, KvCacheDtypeOnTheCpu) {
   EXPECT_NE(server.log().find("KV cache F32"), std::string::npos) << server.log();
 }
 
+// generate's stdout is the answer alone: every log line goes to stderr, so `> answer.txt` works.
+TEST(ServeLifecycle, GenerateWritesTheAnswerAloneToStdout) {
+  const test::ExitResult r =
+      test::run_to_exit({"generate", "--model", test::tiny_model_for_server(), "--prompt", "hi", "--max-tokens", "3"});
+  ASSERT_EQ(r.status, 0) << r.log;
+  EXPECT_GT(r.out.size(), 1u) << "no answer on stdout";
+  for (const char* log_line : {"CPU kernels:", "KV cache", "device:", "[info]", "generated:"}) {
+    EXPECT_EQ(r.out.find(log_line), std::string::npos) << log_line << " on stdout: " << r.out;
+    EXPECT_NE(r.log.find(log_line), std::string::npos) << log_line << " missing from stderr: " << r.log;
+  }
+}
+
 // --chat-template replaces the model's template: a broken file stops the start with its position,
 // a working one is what the prompt is rendered with.
 TEST(ServeLifecycle, ChatTemplateFileIsUsedOrRefused) {

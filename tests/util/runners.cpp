@@ -13,11 +13,16 @@ KvPoolSizer exactly(int32_t num_blocks) {
 
 std::unique_ptr<LlamaRunner> cpu_runner(const LlamaModel& model, int32_t num_blocks, int32_t block_size, bool q8,
                                         kernels::DType kv_type) {
+  return cpu_runner_on(model, kernels::make_cpu_backend(q8), num_blocks, block_size, kv_type);
+}
+
+std::unique_ptr<LlamaRunner> cpu_runner_on(const LlamaModel& model, std::unique_ptr<kernels::Backend> backend,
+                                           int32_t num_blocks, int32_t block_size, kernels::DType kv_type) {
   RunnerConfig c;
   c.block_size = block_size;
   c.kv_type = kv_type;
   const int32_t groups = kv_groups(model.config()).num_groups();
-  return std::make_unique<LlamaRunner>(model, kernels::make_cpu_backend(q8), c, exactly(num_blocks * groups));
+  return std::make_unique<LlamaRunner>(model, std::move(backend), c, exactly(num_blocks * groups));
 }
 
 std::vector<std::vector<int32_t>> per_group(const ModelRunner& runner, const std::vector<int32_t>& table) {

@@ -13,6 +13,11 @@ namespace flashserve::test {
 std::unique_ptr<LlamaRunner> cpu_runner(const LlamaModel& model, int32_t num_blocks, int32_t block_size = 16,
                                         bool q8 = false, kernels::DType kv_type = kernels::DType::F32);
 
+// The same on a given CPU backend (a compiled copy of the ops, or one wrapped for tracing).
+std::unique_ptr<LlamaRunner> cpu_runner_on(const LlamaModel& model, std::unique_ptr<kernels::Backend> backend,
+                                           int32_t num_blocks, int32_t block_size = 16,
+                                           kernels::DType kv_type = kernels::DType::F32);
+
 // One sequence's block tables from one table, in the layout cpu_runner's pool has room for: group g
 // holds block b at b + g * (pool / groups).
 std::vector<std::vector<int32_t>> per_group(const ModelRunner& runner, const std::vector<int32_t>& table);

@@ -42,12 +42,14 @@ std::string binary_under_test() {
 }
 
 // fork + exec of the flashserve binary with stdout and stderr going to `log_path` (or `output_fd`).
-pid_t spawn(std::vector<std::string> args, const std::string& log_path, int output_fd = -1) {
+// stdout goes to out_path when one is given, else to the log with stderr.
+pid_t spawn(std::vector<std::string> args, const std::string& log_path, int output_fd = -1,
+            const std::string& out_path = "") {
   args.insert(args.begin(), binary_under_test());
   const pid_t pid = fork();
   if (pid == 0) {
     const int log = output_fd >= 0 ? output_fd : open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(log, STDOUT_FILENO);
+    dup2(out_path.empty() ? log : open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), STDOUT_FILENO);
     dup2(log, STDERR_FILENO);
     execv(args[0].c_str(), argv_of(args).data());
     _exit(127);
@@ -65,8 +67,8 @@ std::string read_file(const std::string& path) {
 }  // namespace
 
 ExitResult run_to_exit(const std::vector<std::string>& args, int timeout_s) {
-  const std::string log_path = temp_model_path("run-log") + ".txt";
-  const pid_t pid = spawn(args, log_path);
+  const std::string log_path = temp_model_path("run-log") + ".txt", out_path = temp_model_path("run-out") + ".txt";
+  const pid_t pid = spawn(args, log_path, -1, out_path);
   int status = 0;
   rusage usage{};
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);;) {
@@ -78,7 +80,8 @@ ExitResult run_to_exit(const std::vector<std::string>& args, int timeout_s) {
     }
     std::this_thread::sleep_for(10ms);
   }
-  return {decode_status(status), read_file(log_path), usage.ru_maxrss};
+  const std::string out = read_file(out_path);
+  return {decode_status(status), read_file(log_path) + out, usage.ru_maxrss, out};
 }
 
 int free_port() {

@@ -44,8 +44,9 @@ class ServerProcess {
 
 struct ExitResult {
   int status;         // exit code, or 128 + signal
-  std::string log;    // stdout and stderr
+  std::string log;    // stderr, then stdout
   long max_rss_kib;   // the process's peak resident memory
+  std::string out;    // stdout alone
 };
 // Runs `flashserve <args...>` to completion (SIGKILL after `timeout_s`).
 ExitResult run_to_exit(const std::vector<std::string>& args, int timeout_s = 60);

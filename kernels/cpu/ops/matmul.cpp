@@ -26,11 +26,20 @@ inline void unpack_nibbles(const uint8_t* qs, V* w) {
   const __m128i mask = _mm_set1_epi8(0x0f);
   const __m128i lo = _mm_and_si128(bytes, mask);
   const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
-  w[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
-  w[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));
-  w[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
-  w[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
+  auto widen8 = [](__m128i b) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)); };
+  w[0] = {widen8(lo), widen8(_mm_srli_si128(lo, 8))};
+  w[1] = {widen8(hi), widen8(_mm_srli_si128(hi, 8))};
 #endif
+}
+#endif
+
+#if !defined(FLASHSERVE_AVX512) && !defined(FLASHSERVE_AVX2)
+// Portable build: the scalar codec's 32 values, as vectors.
+template <class Block>
+void decode_floats(const Block& b, V* w) {
+  float f[kChunk];
+  codec::decode_block(b, f);
+  for (int i = 0; i < kVecs; ++i) w[i] = load(f + i * W);
 }
 #endif
 
@@ -58,9 +67,10 @@ struct F16W {
 #if defined(FLASHSERVE_AVX512)
       w[i] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * W * i)));
 #elif defined(FLASHSERVE_AVX2)
-      w[i] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * W * i)));
+      const auto* h = reinterpret_cast<const __m128i*>(p + 2 * W * i);
+      w[i] = {_mm256_cvtph_ps(_mm_loadu_si128(h)), _mm256_cvtph_ps(_mm_loadu_si128(h + 1))};
 #else
-      w[i] = elem(p, i);
+      w[i] = each([&](int j) { return elem(p, i * W + j); });
 #endif
     }
   }
@@ -79,10 +89,11 @@ struct BF16W {
       const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * W * i));
       w[i] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 #elif defined(FLASHSERVE_AVX2)
-      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * W * i));
-      w[i] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+      const auto* h = reinterpret_cast<const __m128i*>(p + 2 * W * i);
+      auto widen8 = [](__m128i b) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(b), 16)); };
+      w[i] = {widen8(_mm_loadu_si128(h)), widen8(_mm_loadu_si128(h + 1))};
 #else
-      w[i] = elem(p, i);
+      w[i] = each([&](int j) { return elem(p, i * W + j); });
 #endif
     }
   }
@@ -106,12 +117,14 @@ struct Q8_0W : BlockW<BlockQ8_0> {
       const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + W * i));
       w[i] = mul(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
 #else
-      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + W * i));
-      w[i] = mul(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+      auto widen8 = [](const int8_t* q) {
+        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
+      };
+      w[i] = mul(V{widen8(b.qs + W * i), widen8(b.qs + W * i + 8)}, d);
 #endif
     }
 #else
-    codec::decode_block(b, w);
+    decode_floats(b, w);
 #endif
   }
 };
@@ -125,7 +138,7 @@ struct Q4_0W : BlockW<BlockQ4_0> {
     unpack_nibbles(b.qs, w);
     for (int i = 0; i < kVecs; ++i) w[i] = fma(w[i], set1(d), set1(-8.0f * d));
 #else
-    codec::decode_block(b, w);
+    decode_floats(b, w);
 #endif
   }
 };
@@ -139,7 +152,7 @@ struct Q4_1W : BlockW<BlockQ4_1> {
     unpack_nibbles(b.qs, w);
     for (int i = 0; i < kVecs; ++i) w[i] = fma(w[i], d, m);
 #else
-    codec::decode_block(b, w);
+    decode_floats(b, w);
 #endif
   }
 };
@@ -152,7 +165,7 @@ struct Q5_0W : BlockW<BlockQ5_0> {
     const V d = set1(half_scale(b.d));
     for (int i = 0; i < kVecs; ++i) w[i] = mul(w[i], d);
 #else
-    codec::decode_block(b, w);
+    decode_floats(b, w);
 #endif
   }
 };
@@ -166,7 +179,7 @@ struct Q5_1W : BlockW<BlockQ5_1> {
     const V m = set1(half_scale(b.m));
     for (int i = 0; i < kVecs; ++i) w[i] = fma(w[i], d, m);
 #else
-    codec::decode_block(b, w);
+    decode_floats(b, w);
 #endif
   }
 };
@@ -179,7 +192,7 @@ struct IQ4_NLW : BlockW<BlockIQ4_NL> {
     const V d = set1(half_scale(b.d));
     for (int i = 0; i < kVecs; ++i) w[i] = mul(w[i], d);
 #else
-    codec::decode_block(b, w);
+    decode_floats(b, w);
 #endif
   }
 };

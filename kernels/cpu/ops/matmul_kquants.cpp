@@ -86,10 +86,14 @@ struct IQ4_XSW : SuperBlockW<BlockIQ4_XS> {
 
 #else
 
-// Portable build: one float per "vector", straight from the scalar codec.
+// Portable build: the scalar codec's 32 values of chunk c, as vectors.
 template <class Block>
 struct ScalarW : SuperBlockW<Block> {
-  static void decode(const char* p, int c, V* w) { codec::decode_chunk(SuperBlockW<Block>::block(p), c, w); }
+  static void decode(const char* p, int c, V* w) {
+    float f[kChunk];
+    codec::decode_chunk(SuperBlockW<Block>::block(p), c, f);
+    for (int i = 0; i < kVecs; ++i) w[i] = load(f + i * W);
+  }
 };
 using Q2_KW = ScalarW<BlockQ2_K>;
 using Q3_KW = ScalarW<BlockQ3_K>;

@@ -17,10 +17,15 @@ namespace {
 using namespace simd;
 
 // Vectors of an output row accumulated in registers per pass over a block's V rows: 64 floats.
-constexpr int kOutVecs = W >= 16 ? 4 : 8;
+constexpr int kOutVecs = 4;
 
-// K rows whose dot products with a query are reduced together.
+// K rows whose dot products with a query are reduced together: as many accumulators as leave room
+// in the register file (an AVX2 vector is two registers).
+#if defined(FLASHSERVE_AVX2)
+constexpr int kRowsAtOnce = 4;
+#else
 constexpr int kRowsAtOnce = 8;
+#endif
 
 // One KV head's view of a sequence's paged cache.
 struct KvView {
@@ -60,37 +65,40 @@ inline V load_kv(const uint16_t* p, int64_t n) {
   if (n >= W) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes(int(n)), p));
 #elif defined(FLASHSERVE_AVX2)
-  if (n >= W) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  alignas(16) uint16_t part[W] = {};
+  auto convert = [](const uint16_t* h) {
+    const auto* v = reinterpret_cast<const __m128i*>(h);
+    return V{_mm256_cvtph_ps(_mm_loadu_si128(v)), _mm256_cvtph_ps(_mm_loadu_si128(v + 1))};
+  };
+  if (n >= W) return convert(p);
+  uint16_t part[W] = {};
   std::copy(p, p + std::max<int64_t>(n, 0), part);
-  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(part)));
+  return convert(part);
 #else
-  return n > 0 ? codec::half_to_float(*p) : 0.0f;
+  return each([&](int i) { return i < n ? codec::half_to_float(p[i]) : 0.0f; });
 #endif
 }
 
-// out[j] = scale * (the sum of acc[j]'s lanes) for j < count. Each sum runs in one fixed tree,
-// whatever else shares the call: ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) over eight
-// lanes (AVX-512 first adds lane i + 8 to lane i), so a dot product never depends on its neighbours.
+// out[j] = scale * reduce_add(acc[j]) for j < count, the rows' trees computed side by side: after
+// the first fold, hadd pairs neighbouring lanes of two rows at once.
 void store_sums(const V (&acc)[kRowsAtOnce], float scale, float* out, int count) {
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
   __m256 a[kRowsAtOnce];
-  for (int j = 0; j < kRowsAtOnce; ++j) {
-#if defined(FLASHSERVE_AVX512)
-    a[j] = _mm256_add_ps(_mm512_castps512_ps256(acc[j]), _mm512_extractf32x8_ps(acc[j], 1));
-#else
-    a[j] = acc[j];
-#endif
+  for (int j = 0; j < kRowsAtOnce; ++j) a[j] = fold(acc[j]);
+  // Lane i of each 128-bit half: row i's (s0 + s1) + (s2 + s3), or its (s4 + s5) + (s6 + s7).
+  auto quad = [&](int j) { return _mm256_hadd_ps(_mm256_hadd_ps(a[j], a[j + 1]), _mm256_hadd_ps(a[j + 2], a[j + 3])); };
+  alignas(32) float v[8];
+  const __m256 first = quad(0);
+  if constexpr (kRowsAtOnce == 8) {
+    const __m256 second = quad(4);
+    const __m256 sums = _mm256_add_ps(_mm256_permute2f128_ps(first, second, 0x20), _mm256_permute2f128_ps(first, second, 0x31));
+    _mm256_store_ps(v, _mm256_mul_ps(_mm256_set1_ps(scale), sums));
+  } else {
+    const __m128 sums = _mm_add_ps(_mm256_castps256_ps128(first), _mm256_extractf128_ps(first, 1));
+    _mm_store_ps(v, _mm_mul_ps(_mm_set1_ps(scale), sums));
   }
-  // Lane i of each 128-bit half: row i's (l0 + l1) + (l2 + l3), or its (l4 + l5) + (l6 + l7).
-  const __m256 first = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-  const __m256 second = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
-  const __m256 sums = _mm256_add_ps(_mm256_permute2f128_ps(first, second, 0x20), _mm256_permute2f128_ps(first, second, 0x31));
-  alignas(32) float v[kRowsAtOnce];
-  _mm256_store_ps(v, _mm256_mul_ps(_mm256_set1_ps(scale), sums));
   std::copy(v, v + count, out);
 #else
-  for (int j = 0; j < count; ++j) out[j] = scale * acc[j];
+  for (int j = 0; j < count; ++j) out[j] = scale * reduce_add(acc[j]);
 #endif
 }
 

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/cpu/portable_math.h"
+
 namespace flashserve::kernels::FLASHSERVE_ISA {
 namespace {
 
@@ -39,10 +41,11 @@ void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_he
   const int64_t pairs = p.rot_dim / 2;
   if (pairs == 0) return;
   // Angles in double: near position 30000 an f32 angle only resolves ~0.002 rad. cos/sin per
-  // (token, pair) are shared by all heads.
+  // (token, pair) are shared by all heads, computed without libm (portable_math.h says why).
+  const double log_theta = portable::log(double(p.theta_base));
   std::vector<double> freq(static_cast<size_t>(pairs));
   for (int64_t i = 0; i < pairs; ++i) {
-    freq[i] = double(p.freq_scale) * std::pow(double(p.theta_base), -2.0 * double(i) / double(p.rot_dim));
+    freq[i] = double(p.freq_scale) * portable::exp(-2.0 * double(i) / double(p.rot_dim) * log_theta);
     if (p.freq_factors) freq[i] /= double(p.freq_factors[i]);
   }
   parallel_for(
@@ -51,9 +54,10 @@ void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_he
         std::vector<float> cos(static_cast<size_t>(pairs)), sin(static_cast<size_t>(pairs));
         for (int64_t t = begin; t < end; ++t) {
           for (int64_t i = 0; i < pairs; ++i) {
-            const double angle = double(positions[t]) * freq[i];
-            cos[i] = float(std::cos(angle));
-            sin[i] = float(std::sin(angle));
+            double s = 0.0, c = 0.0;
+            portable::sincos(double(positions[t]) * freq[i], s, c);
+            cos[i] = float(c);
+            sin[i] = float(s);
           }
           rotate_token(x + t * num_heads * head_dim, num_heads, head_dim, cos, sin, p.neox);
         }

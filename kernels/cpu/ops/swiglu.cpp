@@ -3,7 +3,6 @@
 #include "kernels/cpu/parallel.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "kernels/cpu/simd.h"
 
@@ -12,7 +11,7 @@ namespace {
 
 using namespace simd;
 
-// Elements per parallel chunk; a multiple of every vector width so chunks start lane-aligned.
+// Elements per parallel chunk; whole vectors, so chunks start lane-aligned.
 constexpr int64_t kChunk = 4096;
 
 void swiglu_span(const float* gate, const float* up, float* out, int64_t n) {
@@ -22,6 +21,16 @@ void swiglu_span(const float* gate, const float* up, float* out, int64_t n) {
     const V u = load_upto(up + i, n - i);
     const V silu = div(g, add(one, exp(sub(zero(), g))));
     store_upto(out + i, mul(silu, u), n - i);
+  }
+}
+
+void geglu_span(const float* gate, const float* up, float* out, int64_t n) {
+  const V one = set1(1.0f), minus_two_k = set1(-2.0f * 0.7978845608028654f), cubic = set1(0.044715f);
+  for (int64_t i = 0; i < n; i += W) {
+    const V g = load_upto(gate + i, n - i);
+    const V y = fma(cubic, mul(mul(g, g), g), g);
+    const V gelu = div(g, add(one, exp(mul(minus_two_k, y))));
+    store_upto(out + i, mul(gelu, load_upto(up + i, n - i)), n - i);
   }
 }
 
@@ -38,17 +47,17 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   });
 }
 
+// GELU's tanh form through exp: 0.5 (1 + tanh y) = 1 / (1 + e^-2y), so gelu(g) = g / (1 + e^-2y) with
+// y = sqrt(2/pi) (g + 0.044715 g^3): simd::exp's bits on every copy, where libm's tanhf may differ by
+// machine.
 void geglu(const float* gate, const float* up, float* out, int64_t n) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  parallel_for(
-      n,
-      [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-          const float g = gate[i];
-          out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
-        }
-      },
-      n > kChunk);
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  parallel_for(chunks, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      const int64_t begin = c * kChunk;
+      geglu_span(gate + begin, up + begin, out + begin, std::min(kChunk, n - begin));
+    }
+  });
 }
 
 }  // namespace flashserve::kernels::FLASHSERVE_ISA
