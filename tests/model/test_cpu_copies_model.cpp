@@ -108,7 +108,9 @@ std::string first_logit_difference(const std::vector<float>& got, const std::vec
 }
 
 TEST_F(CpuCopiesModel, EveryCopyGivesTheScalarCopysLogitsBitForBit) {
-  ASSERT_GE(chat(kPassage).size(), 200u) << "the prefill should be a few hundred tokens";
+  const size_t prefill = chat(kPassage).size();
+  ASSERT_GE(prefill, 200u) << "the prefill should be a few hundred tokens";
+  std::printf("[ copies ] a prefill of about %zu tokens, then 3 decode steps; a 2-sequence step, then 3 more\n", prefill);
   struct Mode {
     bool q8;
     DType kv;

@@ -19,6 +19,7 @@
 
 #include "server/http_server.h"
 #include "server/serving.h"
+#include "tests/util/patient_client.h"
 #include "tests/util/server_process.h"
 #include "tests/util/test_paths.h"
 
@@ -55,7 +56,7 @@ class FinishWatcher : public ServingObserver {
   // publishes free blocks before it reports the finish, so a test that saw the blocks free must
   // still wait for the report.)
   std::vector<FinishReason> finishes(size_t count = 0,
-                                     std::chrono::milliseconds timeout = std::chrono::seconds(5)) const {
+                                     std::chrono::milliseconds timeout = std::chrono::seconds(60)) const {
     std::unique_lock lock(mu_);
     changed_.wait_for(lock, timeout, [&] { return finishes_.size() >= count; });
     return finishes_;
@@ -91,8 +92,7 @@ class HttpHarness {
   ~HttpHarness() { server.stop(); }
 
   httplib::Client client() const {
-    httplib::Client c("127.0.0.1", server.port());
-    c.set_read_timeout(60, 0);
+    httplib::Client c = test::patient_client(server.port());
     return c;
   }
 
@@ -142,7 +142,7 @@ inline std::vector<json> sse_events(const std::string& body) {
 }
 
 // True once nothing runs or waits and every KV block is free again, within `timeout`.
-inline bool all_blocks_free(const Serving& serving, std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+inline bool all_blocks_free(const Serving& serving, std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
   const auto deadline = Clock::now() + timeout;
   for (;;) {
     const EngineStats s = serving.stats();

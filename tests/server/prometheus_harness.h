@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "tests/util/patient_client.h"
 #include "tests/util/server_process.h"
 
 namespace flashserve::test {
@@ -89,7 +90,7 @@ class PrometheusProcess {
 
   // Waits for /-/ready; false if it exits or is not ready within `timeout`.
   bool wait_ready(std::chrono::seconds timeout) {
-    httplib::Client client("127.0.0.1", port_);
+    httplib::Client client = test::patient_client(port_);
     client.set_connection_timeout(1s);
     for (auto deadline = std::chrono::steady_clock::now() + timeout; std::chrono::steady_clock::now() < deadline;) {
       if (exited()) return false;
@@ -101,8 +102,7 @@ class PrometheusProcess {
 
   // GET `path` with `params` on its HTTP API: the parsed body, or null if there was no answer.
   json api(const std::string& path, const httplib::Params& params = {}) const {
-    httplib::Client client("127.0.0.1", port_);
-    client.set_read_timeout(5s);
+    httplib::Client client = test::patient_client(port_);
     auto res = client.Get(path, params, httplib::Headers{});
     if (!res || res->status != 200) return nullptr;
     return json::parse(res->body, nullptr, /*allow_exceptions=*/false);

@@ -17,6 +17,7 @@
 
 #include "flashserve.grpc.pb.h"
 #include "server/tls.h"
+#include "tests/util/patient_client.h"
 #include "tests/server/grpc_harness.h"
 #include "tests/util/server_process.h"
 
@@ -94,7 +95,7 @@ TEST(Auth, GrpcNeedsTheKeyLikeHttp) {
   EXPECT_EQ(test::health_status(channel, ""), 1);
   EXPECT_NE(reflection_list_services(channel).find("flashserve.v1.Generation"), std::string::npos);
 
-  httplib::Client http("127.0.0.1", server.http_port());
+  httplib::Client http = test::patient_client(server.http_port());
   EXPECT_EQ(http.Get("/v1/models")->status, 401);
   EXPECT_EQ(http.Get("/v1/models", {{"Authorization", std::string("Bearer ") + kKey}})->status, 200);
   EXPECT_EQ(http.Get("/health")->status, 200);
@@ -108,7 +109,7 @@ TEST(Auth, KeyFromAFileOrTheEnvironment) {
   const fs::path file = fs::temp_directory_path() / ("flashserve-keyfile-" + std::to_string(::getpid()));
   std::ofstream(file) << "from-a-file\n";
   test::ServerProcess by_file(test::tiny_model_for_server(), {"--api-key-file", file.string()});
-  httplib::Client http("127.0.0.1", by_file.http_port());
+  httplib::Client http = test::patient_client(by_file.http_port());
   EXPECT_EQ(http.Get("/v1/models", {{"Authorization", "Bearer from-a-file"}})->status, 200);
   EXPECT_EQ(http.Get("/v1/models", {{"Authorization", "Bearer from-a-fil"}})->status, 401);
   fs::remove(file);
@@ -151,7 +152,7 @@ TEST(Tls, HttpsAndGrpcOverTls) {
   EXPECT_EQ(r->status, 200);
   EXPECT_NE(r->body.find("data: [DONE]"), std::string::npos) << r->body;
   // Plain HTTP to the TLS port gets nowhere.
-  httplib::Client plain("127.0.0.1", server.http_port());
+  httplib::Client plain = test::patient_client(server.http_port());
   plain.set_read_timeout(2);
   const auto refused = plain.Get("/health");
   EXPECT_TRUE(!refused || refused->status != 200);

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "flashserve.grpc.pb.h"
+#include "tests/util/patient_client.h"
 #include "tests/util/server_process.h"
 #include "tests/util/test_paths.h"
 
@@ -32,8 +33,7 @@ class BinaryEndToEnd : public ::testing::Test {
     delete server_;
   }
   httplib::Client http() {
-    httplib::Client c("127.0.0.1", server_->http_port());
-    c.set_read_timeout(120);
+    httplib::Client c = test::patient_client(server_->http_port());
     return c;
   }
   static inline const std::string kName = "SmolLM2-135M-Instruct.Q4_1";

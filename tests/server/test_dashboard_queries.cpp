@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/util/patient_client.h"
 #include "tests/server/prometheus_harness.h"
 #include "tests/util/server_process.h"
 
@@ -90,8 +91,7 @@ bool succeeds(const std::string& command, std::string& output) {
 }
 
 int send_completions(int http_port, int count) {
-  httplib::Client client("127.0.0.1", http_port);
-  client.set_read_timeout(60s);
+  httplib::Client client = test::patient_client(http_port);
   int ok = 0;
   for (int i = 0; i < count; ++i) {
     const json request = {{"model", kServedName}, {"prompt", "hello " + std::to_string(i)},

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "flashserve.grpc.pb.h"
+#include "tests/util/patient_client.h"
 #include "tests/server/http_harness.h"
 #include "tests/util/gguf_bytes.h"
 #include "tests/util/server_process.h"
@@ -65,15 +66,14 @@ TEST(Limits, ChunkedBodyObeysMaxBodyBytes) {
   EXPECT_EQ(raw_status(server.http_port(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
                                                std::to_string(body.size()) + "\r\n\r\n" + body),
             413);
-  httplib::Client http("127.0.0.1", server.http_port());
+  httplib::Client http = test::patient_client(server.http_port());
   EXPECT_EQ(http.Get("/health")->status, 200);
 }
 
 // prompt + INT32_MAX used to wrap, admit the request, and stall the engine for everyone.
 TEST(Limits, MaxTokensAtInt32MaxIsRefusedAndNothingStalls) {
   test::ServerProcess server(test::tiny_model_for_server());
-  httplib::Client http("127.0.0.1", server.http_port());
-  http.set_read_timeout(30);
+  httplib::Client http = test::patient_client(server.http_port());
   const auto t0 = Clock::now();
   const auto huge = http.Post("/v1/completions", json{{"prompt", "hi"}, {"max_tokens", 2147483647}}.dump(), "application/json");
   ASSERT_TRUE(huge);
@@ -89,8 +89,7 @@ TEST(Limits, MaxTokensAtInt32MaxIsRefusedAndNothingStalls) {
 // A 15 MB message used to hold a worker for ~19 s while it was tokenized, then be refused.
 TEST(Limits, OversizedPromptIsRefusedWithoutTokenizing) {
   test::ServerProcess server(test::real_model_path(), {"--max-body-bytes", "33554432"});
-  httplib::Client http("127.0.0.1", server.http_port());
-  http.set_read_timeout(60);
+  httplib::Client http = test::patient_client(server.http_port());
   const json body = {{"messages", {{{"role", "user"}, {"content", std::string(15 << 20, 'x')}}}}, {"max_tokens", 1}};
   const auto t0 = Clock::now();
   const auto r = http.Post("/v1/chat/completions", body.dump(), "application/json");
@@ -105,8 +104,7 @@ TEST(Limits, OversizedPromptIsRefusedWithoutTokenizing) {
 // tokenized or any request allocated (RSS used to grow 305 -> 451 MB before a 429).
 TEST(Limits, PromptsTimesNIsCheckedBeforeAnythingIsAllocated) {
   test::ServerProcess server(test::real_model_path());
-  httplib::Client http("127.0.0.1", server.http_port());
-  http.set_read_timeout(60);
+  httplib::Client http = test::patient_client(server.http_port());
   json prompts = json::array();
   for (int i = 0; i < 100000; ++i) prompts.push_back("hi");
   const std::string body = json{{"prompt", prompts}, {"n", 16}, {"max_tokens", 1}}.dump();

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "flashserve.grpc.pb.h"
+#include "tests/util/patient_client.h"
 #include "tests/server/http_harness.h"
 #include "tests/util/server_process.h"
 #include "tests/util/test_paths.h"
@@ -149,7 +150,7 @@ TEST(Overload, SlowClientsAndLiveStreamsLeaveHealthFast) {
     std::vector<double> latencies;
     int failures = 0;
     while (!stop_probing) {
-      httplib::Client c("127.0.0.1", port);
+      httplib::Client c = test::patient_client(port);
       c.set_connection_timeout(1);
       c.set_read_timeout(1);
       const auto start = Clock::now();
@@ -172,7 +173,7 @@ TEST(Overload, SlowClientsAndLiveStreamsLeaveHealthFast) {
   trickler.get();
   stop_probing = true;
   const auto [latencies, probe_failures] = prober.get();
-  const std::string metrics = httplib::Client("127.0.0.1", port).Get("/metrics")->body;
+  const std::string metrics = test::patient_client(port).Get("/metrics")->body;
   for (auto* fds : {&trickling, &silent, &streams}) {
     for (int fd : *fds) close(fd);
   }
@@ -281,8 +282,7 @@ TEST(Overload, DroppedBeforeItsFirstTokenGetsItsRealStatus) {
   test::RawConnection running(server.http_port(), stream_request(300));  // seconds of decoding
   running.read_until("data:");
   auto post = [&](bool stream) {
-    httplib::Client c("127.0.0.1", server.http_port());
-    c.set_read_timeout(30);
+    httplib::Client c = test::patient_client(server.http_port());
     return c.Post("/v1/completions", json{{"prompt", "hi"}, {"max_tokens", 2}, {"stream", stream}}.dump(),
                   "application/json");
   };

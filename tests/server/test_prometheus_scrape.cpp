@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "tests/util/patient_client.h"
 #include "tests/server/prometheus_harness.h"
 #include "tests/util/server_process.h"
 
@@ -30,8 +31,7 @@ struct Completed {
 
 // Non-streaming completions, greedy; what the server says it did is what the metrics must show.
 Completed send_completions(int http_port, const std::vector<std::string>& prompts) {
-  httplib::Client client("127.0.0.1", http_port);
-  client.set_read_timeout(60s);
+  httplib::Client client = test::patient_client(http_port);
   Completed done;
   for (const std::string& prompt : prompts) {
     const json request = {{"model", kServedName}, {"prompt", prompt},  {"max_tokens", 5},

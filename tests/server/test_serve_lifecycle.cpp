@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "flashserve.grpc.pb.h"
+#include "tests/util/patient_client.h"
 #include "tests/server/grpc_harness.h"
 #include "tests/server/http_harness.h"
 #include "tests/util/server_process.h"
@@ -26,14 +27,12 @@ namespace pb = ::flashserve::v1;
 
 TEST(ServeLifecycle, SigtermDrainsInFlightRequestsThenExitsCleanly) {
   test::ServerProcess server(test::real_model_path(), {"--grace-period", "30"});
-  httplib::Client client("127.0.0.1", server.http_port());
-  client.set_read_timeout(60);
+  httplib::Client client = test::patient_client(server.http_port());
   ASSERT_EQ(client.Get("/ready")->status, 200);
 
   // ~100 tokens on SmolLM2 take over a second on CPU: long enough to be in flight at SIGTERM.
   auto in_flight = std::async(std::launch::async, [&] {
-    httplib::Client c("127.0.0.1", server.http_port());
-    c.set_read_timeout(60);
+    httplib::Client c = test::patient_client(server.http_port());
     const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 100}, {"ignore_eos", true}, {"temperature", 0}};
     return c.Post("/v1/completions", body.dump(), "application/json");
   });
@@ -71,7 +70,7 @@ TEST(ServeLifecycle, SigtermDrainsInFlightRequestsThenExitsCleanly) {
 TEST(ServeLifecycle, DefaultMaxTokensFitsASmallKvCache) {
   // 10 f16 blocks, 160 tokens
   test::ServerProcess server(test::tiny_model_for_server(), {"--kv-cache-bytes", "81920"});
-  httplib::Client client("127.0.0.1", server.http_port());
+  httplib::Client client = test::patient_client(server.http_port());
   const auto models = client.Get("/v1/models");
   ASSERT_TRUE(models);
   EXPECT_EQ(json::parse(models->body)["data"][0]["max_model_len"], 160);
@@ -94,8 +93,7 @@ TEST(ServeLifecycle, StreamsPastTheGracePeriodEndWithAFinalEvent) {
   test::RawConnection stream(server.http_port(), "/v1/completions", body);
   stream.read_until("\"text\":", 2);
   auto plain = std::async(std::launch::async, [&] {
-    httplib::Client c("127.0.0.1", server.http_port());
-    c.set_read_timeout(60);
+    httplib::Client c = test::patient_client(server.http_port());
     return c.Post("/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 3000}, {"ignore_eos", true}}.dump(),
                   "application/json");
   });
@@ -137,8 +135,7 @@ TEST(ServeLifecycle, StalledLogPipeDoesNotStallGeneration) {
   ASSERT_EQ(pipe(pipe_fds), 0);
   test::ServerProcess server(test::tiny_model_for_server(), {}, pipe_fds[1]);
   close(pipe_fds[1]);
-  httplib::Client client("127.0.0.1", server.http_port());
-  client.set_read_timeout(10);
+  httplib::Client client = test::patient_client(server.http_port());
   const auto t0 = Clock::now();
   int ok = 0;
   for (int i = 0; i < 800; ++i) {
@@ -187,14 +184,15 @@ TEST(ServeLifecycle, KvCacheDtypeOnTheCpu) {
 
   test::ServerProcess server(test::tiny_model_for_server(),
                              {"--device", "cpu", "--kv-cache-dtype", "f32", "--kv-cache-bytes", "81920"});  // 5 blocks
-  httplib::Client client("127.0.0.1", server.http_port());
+  httplib::Client client = test::patient_client(server.http_port());
   const auto models = client.Get("/v1/models");
   ASSERT_TRUE(models);
   EXPECT_EQ(json::parse(models->body)["data"][0]["max_model_len"], 80);
   EXPECT_NE(server.log().find("KV cache F32"), std::string::npos) << server.log();
 }
 
-// generate's stdout is the answer alone: every log line goes to stderr, so `> answer.txt` works.
+// generate's stdout is the answer alone: every log line goes to stderr, so `> answer.txt` works;
+// serve writes nothing to stdout either.
 TEST(ServeLifecycle, GenerateWritesTheAnswerAloneToStdout) {
   const test::ExitResult r =
       test::run_to_exit({"generate", "--model", test::tiny_model_for_server(), "--prompt", "hi", "--max-tokens", "3"});
@@ -204,6 +202,12 @@ TEST(ServeLifecycle, GenerateWritesTheAnswerAloneToStdout) {
     EXPECT_EQ(r.out.find(log_line), std::string::npos) << log_line << " on stdout: " << r.out;
     EXPECT_NE(r.log.find(log_line), std::string::npos) << log_line << " missing from stderr: " << r.log;
   }
+  // serve too: a start refused after its first log lines leaves stdout empty.
+  const test::ExitResult serve = test::run_to_exit(
+      {"serve", "--model", test::tiny_model_for_server(), "--device", "cpu", "--kv-cache-dtype", "bf16", "--port", "0"});
+  EXPECT_EQ(serve.status, 1) << serve.log;
+  EXPECT_NE(serve.log.find("CPU kernels:"), std::string::npos) << serve.log;
+  EXPECT_EQ(serve.out, "");
 }
 
 // --chat-template replaces the model's template: a broken file stops the start with its position,
@@ -249,14 +253,14 @@ TEST(ServeLifecycle, FlagsComeFromTheEnvironmentToo) {
   EXPECT_NE(refused.log.find("max-num-seqs"), std::string::npos) << refused.log;
   {
     test::ServerProcess server(test::tiny_model_for_server());
-    httplib::Client client("127.0.0.1", server.http_port());
+    httplib::Client client = test::patient_client(server.http_port());
     const auto models = client.Get("/v1/models");
     ASSERT_TRUE(models);
     EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "from-env");
   }
   {
     test::ServerProcess server(test::tiny_model_for_server(), {"--served-model-name", "from-flag"});
-    httplib::Client client("127.0.0.1", server.http_port());
+    httplib::Client client = test::patient_client(server.http_port());
     const auto models = client.Get("/v1/models");
     ASSERT_TRUE(models);
     EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "from-flag");

@@ -126,7 +126,7 @@ ServerProcess::ServerProcess(const std::string& model_path, const std::vector<st
     ADD_FAILURE() << (s == Start::PortTaken ? "flashserve lost its ports three times:\n"
                       : s == Start::Exited  ? "flashserve exited with status " + std::to_string(exit_status_) +
                                                  " during startup:\n"
-                                            : std::string("flashserve did not become ready within 60 s:\n"))
+                                            : std::string("flashserve did not become ready within 180 s:\n"))
                   << log();
     return;
   }
@@ -157,7 +157,7 @@ ServerProcess::Start ServerProcess::start(const std::string& model_path, const s
   httplib::Client client((tls ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(http_port_));
   client.enable_server_certificate_verification(false);
   client.set_connection_timeout(1);
-  for (auto deadline = std::chrono::steady_clock::now() + 60s; std::chrono::steady_clock::now() < deadline;) {
+  for (auto deadline = std::chrono::steady_clock::now() + 180s; std::chrono::steady_clock::now() < deadline;) {
     if (!running()) {
       const std::string text = log();
       return text.find("cannot bind") != std::string::npos || text.find("cannot listen") != std::string::npos

@@ -14,7 +14,7 @@ class ServerProcess {
  public:
   // Starts `flashserve serve --model <model> --host 127.0.0.1 --port P --grpc-port G <extra...>`
   // and waits until its log names both ports and GET /health answers (over HTTPS when --tls-cert is
-  // among the arguments; fails the test after 60 s or if the process exits; starts again on new
+  // among the arguments; fails the test after 180 s or if the process exits; starts again on new
   // ports when another process took one first). Its stdout and stderr go to a log file, or to
   // `output_fd` when given (a pipe nobody reads, to stall its logging).
   explicit ServerProcess(const std::string& model_path, const std::vector<std::string>& extra_args = {},
@@ -49,7 +49,7 @@ struct ExitResult {
   std::string out;    // stdout alone
 };
 // Runs `flashserve <args...>` to completion (SIGKILL after `timeout_s`).
-ExitResult run_to_exit(const std::vector<std::string>& args, int timeout_s = 60);
+ExitResult run_to_exit(const std::vector<std::string>& args, int timeout_s = 300);
 
 // A loopback TCP port that was free a moment ago.
 int free_port();
