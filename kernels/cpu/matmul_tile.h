@@ -184,8 +184,10 @@ void dot_tile(const char* w, size_t rb, const float* x, int64_t k, float* y, int
     }
   }
 
+  float sums[T * R];
+  reduce_add_many(&acc[0][0], T * R, sums);
   for (int t = 0; t < T; ++t) {
-    for (int r = 0; r < R; ++r) y[t * n_out + r] = reduce_add(acc[t][r]);
+    for (int r = 0; r < R; ++r) y[t * n_out + r] = sums[t * R + r];
   }
 }
 

@@ -169,6 +169,16 @@ inline float tree8(__m256 s) {
   return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
 }
 inline float reduce_add(V v) { return tree8(fold(v)); }
+// out[i] = reduce_add(v[i]) for i < n, four trees side by side: after the first fold, hadd pairs
+// neighbouring lanes of two vectors at once (a quarter of the shuffles of four reduce_adds).
+inline void reduce_add_many(const V* v, int n, float* out) {
+  int i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(fold(v[i]), fold(v[i + 1])), _mm256_hadd_ps(fold(v[i + 2]), fold(v[i + 3])));
+    _mm_storeu_ps(out + i, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+  }
+  for (; i < n; ++i) out[i] = reduce_add(v[i]);
+}
 inline float reduce_max(V v) {
   const __m256 s = fold_max(v);
   const __m128 q = _mm_max_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
@@ -205,6 +215,9 @@ inline float reduce_max(V v) {
   for (int i = 0; i < 4; ++i) s[i] = lane::max(s[i], s[i + 4]);
   for (int i = 0; i < 2; ++i) s[i] = lane::max(s[i], s[i + 2]);
   return lane::max(s[0], s[1]);
+}
+inline void reduce_add_many(const V* v, int n, float* out) {
+  for (int i = 0; i < n; ++i) out[i] = reduce_add(v[i]);
 }
 inline V exp(V x) { return each([&](int i) { return lane::exp(x.l[i]); }); }
 #endif

@@ -78,28 +78,11 @@ inline V load_kv(const uint16_t* p, int64_t n) {
 #endif
 }
 
-// out[j] = scale * reduce_add(acc[j]) for j < count, the rows' trees computed side by side: after
-// the first fold, hadd pairs neighbouring lanes of two rows at once.
+// out[j] = scale * reduce_add(acc[j]) for j < count.
 void store_sums(const V (&acc)[kRowsAtOnce], float scale, float* out, int count) {
-#if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
-  __m256 a[kRowsAtOnce];
-  for (int j = 0; j < kRowsAtOnce; ++j) a[j] = fold(acc[j]);
-  // Lane i of each 128-bit half: row i's (s0 + s1) + (s2 + s3), or its (s4 + s5) + (s6 + s7).
-  auto quad = [&](int j) { return _mm256_hadd_ps(_mm256_hadd_ps(a[j], a[j + 1]), _mm256_hadd_ps(a[j + 2], a[j + 3])); };
-  alignas(32) float v[8];
-  const __m256 first = quad(0);
-  if constexpr (kRowsAtOnce == 8) {
-    const __m256 second = quad(4);
-    const __m256 sums = _mm256_add_ps(_mm256_permute2f128_ps(first, second, 0x20), _mm256_permute2f128_ps(first, second, 0x31));
-    _mm256_store_ps(v, _mm256_mul_ps(_mm256_set1_ps(scale), sums));
-  } else {
-    const __m128 sums = _mm_add_ps(_mm256_castps256_ps128(first), _mm256_extractf128_ps(first, 1));
-    _mm_store_ps(v, _mm_mul_ps(_mm_set1_ps(scale), sums));
-  }
-  std::copy(v, v + count, out);
-#else
-  for (int j = 0; j < count; ++j) out[j] = scale * reduce_add(acc[j]);
-#endif
+  float sums[kRowsAtOnce];
+  reduce_add_many(acc, kRowsAtOnce, sums);
+  for (int j = 0; j < count; ++j) out[j] = scale * sums[j];
 }
 
 // scores[h * n + j] = scale * q_h . K_{first + j}, n = end - first; each block's K rows are read
