@@ -4,7 +4,8 @@
 # round (absolute figures drift between runs; the ratio within a round is the result): decode on
 # every compiled copy of the CPU kernels and a 512-token prefill (bench_forward), paged attention on
 # the AVX2 and AVX-512 VNNI copies (bench_kernels), and a prompt prefilled on the AVX2 copy through
-# `flashserve generate`. Build both first: cmake --build DIR --target flashserve bench_forward bench_kernels.
+# `flashserve generate`. Build both first (cmake --build DIR --target flashserve bench_forward
+# bench_kernels); bench/compare_builds_summary.py OUTPUT puts each figure's rounds side by side.
 set -euo pipefail
 base=$1 new=$2 rounds=${3:-3}
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
