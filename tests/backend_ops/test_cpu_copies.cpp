@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_ops.h"
 #include "kernels/matmul.h"
 #include "tests/backend_ops/backend_cases.h"
 #include "tests/kernels/reference.h"
@@ -128,6 +129,20 @@ TEST_P(CpuCopies, NormsActivationsAndElementwise) {
     be.add_bias(x.data(), bias.data(), 5, 77);
     return x;
   });
+}
+
+// softmax is not a backend op (sample_rows and attention use it inside), so each copy's own.
+TEST_P(CpuCopies, Softmax) {
+  for (const int64_t n : {7, 1000, 49152}) {
+    std::mt19937 rng(19);
+    auto x = random_floats(rng, size_t(3 * n), -30.0f, 30.0f);
+    x[1] = -INFINITY;
+    x[size_t(n)] = 88.0f;
+    auto want = x;
+    kernels::cpu_ops(CpuIsa::Scalar).softmax(want.data(), 3, n);
+    kernels::cpu_ops(GetParam()).softmax(x.data(), 3, n);
+    EXPECT_EQ(first_difference(x, want), "") << "softmax of " << n;
+  }
 }
 
 TEST_P(CpuCopies, Rope) {
