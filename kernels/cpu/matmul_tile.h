@@ -5,9 +5,9 @@
 // Batch invariance comes from one rule: the dot product of token t with weight row o is always
 // accumulated in the same per-lane order -- lane j of one 16-lane accumulator takes elements j,
 // j + 16, j + 32, ... with one fma each, then simd::reduce_add's tree sums the lanes; the same rule
-// in every compiled copy makes them agree bit for bit too. Tiles of several rows
-// and tokens only interleave independent dot products (to reuse a decoded chunk across tokens and to
-// hide FMA latency), so tile shapes, token counts and thread counts never change a result bit.
+// in every compiled copy makes them agree bit for bit too. Tiles of several rows and tokens only
+// interleave independent dot products (to reuse a decoded chunk across tokens and to hide FMA
+// latency), so tile shapes, token counts and thread counts never change a result bit.
 //
 // A decoder D provides kQuantized, kElems (elements per block: 32, or 256 for super-blocks; float
 // types step 32 elements at a time), kBytes (bytes per block) and decode(block, chunk, w), which

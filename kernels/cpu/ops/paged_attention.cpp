@@ -86,7 +86,7 @@ void store_sums(const V (&acc)[kRowsAtOnce], float scale, float* out, int count)
 }
 
 // scores[h * n + j] = scale * q_h . K_{first + j}, n = end - first; each block's K rows are read
-// once for the whole group, eight at a time (a shorter run repeats its last row and drops it).
+// once for the whole group, kRowsAtOnce at a time (a shorter run repeats its last row and drops it).
 template <class T>
 void group_scores(const KvView& kv, const T* k_cache, const HeadGroup& g, int32_t first, int32_t end, float scale,
                   float* scores) {
