@@ -1,6 +1,7 @@
 // Scalar element conversions and per-block decoders, inline so that dequantize_row and the
 // portable matmul path share one definition of every dequantized value.
 #pragma once
+#include "kernels/cpu/fused_mul_add.h"
 #include "kernels/cpu/isa_namespace.h"
 #include <cmath>
 #include <cstdint>
@@ -49,15 +50,6 @@ inline uint16_t float_to_bf16(float f) {
   return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1)) >> 16);
 }
 
-// Q4_1's d * q + m, rounded once where the hardware fuses (the SIMD decoders use FMA too).
-inline float mul_add(float a, float b, float c) {
-#if defined(__FMA__)
-  return std::fma(a, b, c);
-#else
-  return a * b + c;
-#endif
-}
-
 inline void decode_block(const BlockQ4_0& b, float* out) {
   const float d = half_to_float(b.d);
   for (int j = 0; j < 16; ++j) {
@@ -70,8 +62,8 @@ inline void decode_block(const BlockQ4_1& b, float* out) {
   const float d = half_to_float(b.d);
   const float m = half_to_float(b.m);
   for (int j = 0; j < 16; ++j) {
-    out[j] = mul_add(float(b.qs[j] & 0x0f), d, m);
-    out[j + 16] = mul_add(float(b.qs[j] >> 4), d, m);
+    out[j] = fused_mul_add(float(b.qs[j] & 0x0f), d, m);
+    out[j + 16] = fused_mul_add(float(b.qs[j] >> 4), d, m);
   }
 }
 
@@ -99,7 +91,7 @@ inline void decode_block(const BlockQ5_1& b, float* out) {
   const float d = half_to_float(b.d);
   const float m = half_to_float(b.m);
   const uint32_t qh = load_u32(b.qh);
-  for (int j = 0; j < 32; ++j) out[j] = mul_add(float(q5_value(b.qs, qh, j)), d, m);
+  for (int j = 0; j < 32; ++j) out[j] = fused_mul_add(float(q5_value(b.qs, qh, j)), d, m);
 }
 
 // 16 bytes of IQ4 nibbles (element j low, j + 16 high) times a scale.

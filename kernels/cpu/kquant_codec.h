@@ -52,7 +52,8 @@ inline void decode_chunk(const BlockQ2_K& b, int c, float* out) {
   const int shift = 2 * (c % 4);
   for (int half = 0; half < 2; ++half) {
     const Affine a = q2k_affine(b, 2 * c + half, half_to_float(b.d), half_to_float(b.dmin));
-    for (int l = 16 * half; l < 16 * half + 16; ++l) out[l] = mul_add(float((qs[l] >> shift) & 3), a.d, -a.m);
+    for (int l = 16 * half; l < 16 * half + 16; ++l)
+      out[l] = fused_mul_add(float((qs[l] >> shift) & 3), a.d, -a.m);
   }
 }
 
@@ -72,7 +73,7 @@ inline void decode_chunk(const BlockQ4_K& b, int c, float* out) {
   const Affine a = k_affine(b, c, half_to_float(b.d), half_to_float(b.dmin));
   const uint8_t* qs = b.qs + 32 * (c / 2);
   const int shift = 4 * (c % 2);
-  for (int l = 0; l < 32; ++l) out[l] = mul_add(float((qs[l] >> shift) & 0x0f), a.d, -a.m);
+  for (int l = 0; l < 32; ++l) out[l] = fused_mul_add(float((qs[l] >> shift) & 0x0f), a.d, -a.m);
 }
 
 inline void decode_chunk(const BlockQ5_K& b, int c, float* out) {
@@ -81,7 +82,7 @@ inline void decode_chunk(const BlockQ5_K& b, int c, float* out) {
   const int shift = 4 * (c % 2);
   for (int l = 0; l < 32; ++l) {
     const int q = ((qs[l] >> shift) & 0x0f) | ((b.qh[l] >> c) & 1) << 4;
-    out[l] = mul_add(float(q), a.d, -a.m);
+    out[l] = fused_mul_add(float(q), a.d, -a.m);
   }
 }
 

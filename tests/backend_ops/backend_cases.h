@@ -14,6 +14,11 @@ namespace flashserve::test {
 using kernels::Backend;
 using kernels::Buffer;
 
+// Every weight format the kernels read.
+inline constexpr DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,   DType::Q4_1,  DType::Q5_0,
+                                      DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,   DType::Q4_K,  DType::Q5_K,
+                                      DType::Q6_K, DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS};
+
 // Host data copied onto a backend, and back.
 template <typename T>
 struct On {

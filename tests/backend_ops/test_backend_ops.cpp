@@ -29,10 +29,6 @@ using kernels::Backend;
 using kernels::Buffer;
 using kernels::Op;
 
-constexpr DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                               DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                               DType::Q6_K, DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS};
-
 // The CPU once per compiled copy of its ops this machine can run (kernels/cpu_isa.h).
 std::vector<std::unique_ptr<Backend>> all_backends() {
   std::vector<std::unique_ptr<Backend>> b;

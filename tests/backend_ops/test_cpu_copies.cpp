@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -17,28 +16,12 @@
 #include "kernels/matmul.h"
 #include "tests/backend_ops/backend_cases.h"
 #include "tests/kernels/reference.h"
+#include "tests/util/bit_difference.h"
 
 namespace flashserve::test {
 namespace {
 
 using kernels::CpuIsa;
-
-constexpr DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                               DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                               DType::Q6_K, DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS};
-
-// "" when a and b hold the same bits, else where and how they first differ.
-std::string first_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return "sizes " + std::to_string(a.size()) + " and " + std::to_string(b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], 4) != 0) {
-      char buf[128];
-      std::snprintf(buf, sizeof buf, "element %zu: %.9g against the scalar copy's %.9g", i, a[i], b[i]);
-      return buf;
-    }
-  }
-  return "";
-}
 
 // Inputs exp and its callers must treat alike everywhere: both ends of its range and past them,
 // infinities, NaN, signed zeros and subnormals, then ordinary values.
@@ -61,7 +44,7 @@ class CpuCopies : public ::testing::TestWithParam<CpuIsa> {
     const auto scalar = kernels::make_cpu_backend(q8, CpuIsa::Scalar);
     const auto tested = kernels::make_cpu_backend(q8, GetParam());
     const std::vector<float> want = op(*scalar), got = op(*tested);
-    EXPECT_EQ(first_difference(got, want), "") << what << " on " << kernels::cpu_isa_name(GetParam());
+    EXPECT_EQ(first_bit_difference(got, want), "") << what << " on " << kernels::cpu_isa_name(GetParam());
   }
 };
 
@@ -141,7 +124,7 @@ TEST_P(CpuCopies, Softmax) {
     auto want = x;
     kernels::cpu_ops(CpuIsa::Scalar).softmax(want.data(), 3, n);
     kernels::cpu_ops(GetParam()).softmax(x.data(), 3, n);
-    EXPECT_EQ(first_difference(x, want), "") << "softmax of " << n;
+    EXPECT_EQ(first_bit_difference(x, want), "") << "softmax of " << n;
   }
 }
 

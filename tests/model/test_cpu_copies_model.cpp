@@ -8,13 +8,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 #include <string>
 #include <vector>
 
 #include "kernels/backend.h"
 #include "model/llama_model.h"
+#include "tests/util/bit_difference.h"
 #include "tests/util/op_trace_backend.h"
 #include "tests/util/runners.h"
 #include "tests/util/test_paths.h"
@@ -100,13 +100,6 @@ class CpuCopiesModel : public ::testing::Test {
 };
 LlamaModel* CpuCopiesModel::model_ = nullptr;
 
-std::string first_logit_difference(const std::vector<float>& got, const std::vector<float>& want) {
-  if (got.size() != want.size()) return std::to_string(got.size()) + " logits, not " + std::to_string(want.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    if (std::memcmp(&got[i], &want[i], 4) != 0) return "logit " + std::to_string(i) + " is the first to differ";
-  return "";
-}
-
 TEST_F(CpuCopiesModel, EveryCopyGivesTheScalarCopysLogitsBitForBit) {
   const size_t prefill = chat(kPassage).size();
   ASSERT_GE(prefill, 200u) << "the prefill should be a few hundred tokens";
@@ -125,7 +118,7 @@ TEST_F(CpuCopiesModel, EveryCopyGivesTheScalarCopysLogitsBitForBit) {
       const CopyRun got = run(isa, mode.q8, mode.kv);
       const std::string where = test::first_traced_difference(got.trace, want.trace, model_->config().num_layers);
       EXPECT_EQ(where, "") << kernels::cpu_isa_name(isa) << " against scalar";
-      EXPECT_EQ(first_logit_difference(got.logits, want.logits), "") << kernels::cpu_isa_name(isa) << " against scalar";
+      EXPECT_EQ(test::first_bit_difference(got.logits, want.logits), "") << kernels::cpu_isa_name(isa) << " against scalar";
       std::printf("[ copies ] %s, %s: %zu logits and %zu op outputs equal to the scalar copy's: %s\n", label.c_str(),
                   std::string(kernels::cpu_isa_name(isa)).c_str(), got.logits.size(), got.trace.size(),
                   where.empty() && got.logits == want.logits ? "yes" : "NO");

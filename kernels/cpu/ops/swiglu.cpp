@@ -34,30 +34,26 @@ void geglu_span(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
-}  // namespace
-
-// Each element is a lane-wise function of its inputs, so chunking cannot change a result.
-void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+// span over chunks of kChunk elements in parallel. Each element is a lane-wise function of its
+// inputs, so chunking cannot change a result.
+void by_chunks(const float* gate, const float* up, float* out, int64_t n,
+               void (*span)(const float*, const float*, float*, int64_t)) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   parallel_for(chunks, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) {
       const int64_t begin = c * kChunk;
-      swiglu_span(gate + begin, up + begin, out + begin, std::min(kChunk, n - begin));
+      span(gate + begin, up + begin, out + begin, std::min(kChunk, n - begin));
     }
   });
 }
+
+}  // namespace
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) { by_chunks(gate, up, out, n, swiglu_span); }
 
 // GELU's tanh form through exp: 0.5 (1 + tanh y) = 1 / (1 + e^-2y), so gelu(g) = g / (1 + e^-2y) with
 // y = sqrt(2/pi) (g + 0.044715 g^3): simd::exp's bits on every copy, where libm's tanhf may differ by
 // machine.
-void geglu(const float* gate, const float* up, float* out, int64_t n) {
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  parallel_for(chunks, [&](int64_t first, int64_t last) {
-    for (int64_t c = first; c < last; ++c) {
-      const int64_t begin = c * kChunk;
-      geglu_span(gate + begin, up + begin, out + begin, std::min(kChunk, n - begin));
-    }
-  });
-}
+void geglu(const float* gate, const float* up, float* out, int64_t n) { by_chunks(gate, up, out, n, geglu_span); }
 
 }  // namespace flashserve::kernels::FLASHSERVE_ISA
