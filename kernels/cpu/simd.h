@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #if defined(__AVX512F__) || defined(__AVX2__)
 // GCC 12's AVX-512 headers trip its own -Wuninitialized (_mm512_undefined_*, GCC bug 105593).
 #pragma GCC diagnostic push
@@ -34,11 +35,15 @@ inline constexpr int W = 16;
 // exp's range: below kExpMin the result is 0, above kExpMax inf (after rounding).
 inline constexpr float kExpMin = -104.0f, kExpMax = 89.0f;
 
-// One lane of every vector op below, written for a single float: the scalar copy runs it 16 times
-// per vector, and the vector copies' instructions compute exactly it.
-namespace lane {
+// One lane of the vector ops below, for a single float: the scalar copy runs them 16 times per
+// vector, and the vector copies' instructions compute exactly them.
+inline float add(float a, float b) { return a + b; }
+inline float mul(float a, float b) { return a * b; }
+inline float fma(float a, float b, float c) { return fused_mul_add(a, b, c); }
 inline float max(float a, float b) { return a > b ? a : b; }  // maxps: b unless a > b
 inline float min(float a, float b) { return a < b ? a : b; }  // minps: b unless a < b
+inline float round_nearest(float v) { return std::nearbyint(v); }
+inline float keep_nan(float x, float r) { return x != x ? x : r; }
 inline float pow2(int e) {  // 2^e for e in [-126, 127]
   const uint32_t bits = uint32_t(e + 127) << 23;
   float f;
@@ -52,22 +57,6 @@ inline float ldexp(float p, float n) {
   const int ni = int(n), half = ni >> 1;
   return (p * pow2(half)) * pow2(ni - half);
 }
-// Cephes expf: x = n ln2 + r with |r| <= ln2/2, degree-6 polynomial for e^r (about 1 ulp).
-inline float exp(float x) {
-  const float xcl = min(kExpMax, max(kExpMin, x));
-  const float n = std::nearbyint(xcl * 1.44269504088896341f);
-  float r = fused_mul_add(n, -0.693359375f, xcl);
-  r = fused_mul_add(n, 2.12194440e-4f, r);
-  float p = 1.9875691500e-4f;
-  p = fused_mul_add(p, r, 1.3981999507e-3f);
-  p = fused_mul_add(p, r, 8.3334519073e-3f);
-  p = fused_mul_add(p, r, 4.1665795894e-2f);
-  p = fused_mul_add(p, r, 1.6666665459e-1f);
-  p = fused_mul_add(p, r, 5.0000001201e-1f);
-  p = fused_mul_add(p, r * r, r) + 1.0f;
-  return x != x ? x : ldexp(p, n);
-}
-}  // namespace lane
 
 #if defined(FLASHSERVE_AVX512)
 
@@ -124,7 +113,7 @@ inline V round_nearest(V v) { return {round8(v.lo), round8(v.hi)}; }
 inline __m256 keep_nan8(__m256 x, __m256 r) { return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)); }
 inline V keep_nan(V x, V r) { return {keep_nan8(x.lo, r.lo), keep_nan8(x.hi, r.hi)}; }
 inline __m256 pow2(__m256i n) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23)); }
-inline __m256 ldexp8(__m256 p, __m256 n) {  // lane::ldexp, eight at a time
+inline __m256 ldexp8(__m256 p, __m256 n) {  // ldexp(float, float), eight at a time
   const __m256i ni = _mm256_cvtps_epi32(n);
   const __m256i half = _mm256_srai_epi32(ni, 1);
   return _mm256_mul_ps(_mm256_mul_ps(p, pow2(half)), pow2(_mm256_sub_epi32(ni, half)));
@@ -155,8 +144,11 @@ inline V sub(V a, V b) { return each([&](int i) { return a.l[i] - b.l[i]; }); }
 inline V mul(V a, V b) { return each([&](int i) { return a.l[i] * b.l[i]; }); }
 inline V div(V a, V b) { return each([&](int i) { return a.l[i] / b.l[i]; }); }
 inline V fma(V a, V b, V c) { return each([&](int i) { return fused_mul_add(a.l[i], b.l[i], c.l[i]); }); }
-inline V max(V a, V b) { return each([&](int i) { return lane::max(a.l[i], b.l[i]); }); }
-inline V min(V a, V b) { return each([&](int i) { return lane::min(a.l[i], b.l[i]); }); }
+inline V max(V a, V b) { return each([&](int i) { return max(a.l[i], b.l[i]); }); }
+inline V min(V a, V b) { return each([&](int i) { return min(a.l[i], b.l[i]); }); }
+inline V round_nearest(V v) { return each([&](int i) { return round_nearest(v.l[i]); }); }
+inline V keep_nan(V x, V r) { return each([&](int i) { return keep_nan(x.l[i], r.l[i]); }); }
+inline V ldexp(V p, V n) { return each([&](int i) { return ldexp(p.l[i], n.l[i]); }); }
 
 #endif
 
@@ -185,21 +177,6 @@ inline float reduce_max(V v) {
   const __m128 d = _mm_max_ps(q, _mm_movehl_ps(q, q));
   return _mm_cvtss_f32(_mm_max_ss(d, _mm_movehdup_ps(d)));
 }
-// Cephes expf, lane::exp in every lane.
-inline V exp(V x) {
-  const V xcl = min(set1(kExpMax), max(set1(kExpMin), x));
-  const V n = round_nearest(mul(xcl, set1(1.44269504088896341f)));
-  V r = fma(n, set1(-0.693359375f), xcl);
-  r = fma(n, set1(2.12194440e-4f), r);
-  V p = set1(1.9875691500e-4f);
-  p = fma(p, r, set1(1.3981999507e-3f));
-  p = fma(p, r, set1(8.3334519073e-3f));
-  p = fma(p, r, set1(4.1665795894e-2f));
-  p = fma(p, r, set1(1.6666665459e-1f));
-  p = fma(p, r, set1(5.0000001201e-1f));
-  p = add(fma(p, mul(r, r), r), set1(1.0f));
-  return keep_nan(x, ldexp(p, n));
-}
 #else
 // The vector copies' trees, written out: lanes i and i + 8, then as tree8.
 inline float reduce_add(V v) {
@@ -211,16 +188,38 @@ inline float reduce_add(V v) {
 // lanes (i, i + 8), then (i, i + 4), (i, i + 2), (0, 1), each as maxps(a, b).
 inline float reduce_max(V v) {
   float s[8];
-  for (int i = 0; i < 8; ++i) s[i] = lane::max(v.l[i], v.l[i + 8]);
-  for (int i = 0; i < 4; ++i) s[i] = lane::max(s[i], s[i + 4]);
-  for (int i = 0; i < 2; ++i) s[i] = lane::max(s[i], s[i + 2]);
-  return lane::max(s[0], s[1]);
+  for (int i = 0; i < 8; ++i) s[i] = max(v.l[i], v.l[i + 8]);
+  for (int i = 0; i < 4; ++i) s[i] = max(s[i], s[i + 4]);
+  for (int i = 0; i < 2; ++i) s[i] = max(s[i], s[i + 2]);
+  return max(s[0], s[1]);
 }
 inline void reduce_add_many(const V* v, int n, float* out) {
   for (int i = 0; i < n; ++i) out[i] = reduce_add(v[i]);
 }
-inline V exp(V x) { return each([&](int i) { return lane::exp(x.l[i]); }); }
 #endif
+
+// Cephes expf: x = n ln2 + r with |r| <= ln2/2, degree-6 polynomial for e^r (about 1 ulp). One body
+// for a float and for a vector (T is float or V), so no copy's exp can part from another's.
+template <class T>
+inline T exp_of(T x) {
+  const auto c = [](float v) {
+    if constexpr (std::is_same_v<T, float>) return v; else return set1(v);
+  };
+  const T xcl = min(c(kExpMax), max(c(kExpMin), x));
+  const T n = round_nearest(mul(xcl, c(1.44269504088896341f)));
+  T r = fma(n, c(-0.693359375f), xcl);
+  r = fma(n, c(2.12194440e-4f), r);
+  T p = c(1.9875691500e-4f);
+  p = fma(p, r, c(1.3981999507e-3f));
+  p = fma(p, r, c(8.3334519073e-3f));
+  p = fma(p, r, c(4.1665795894e-2f));
+  p = fma(p, r, c(1.6666665459e-1f));
+  p = fma(p, r, c(5.0000001201e-1f));
+  p = add(fma(p, mul(r, r), r), c(1.0f));
+  return keep_nan(x, ldexp(p, n));
+}
+inline float exp(float x) { return exp_of(x); }
+inline V exp(V x) { return exp_of(x); }
 
 // Loads/stores the n (possibly more than W) floats at p, only going masked on a short tail.
 inline V load_upto(const float* p, int64_t n) { return n >= W ? load(p) : load_partial(p, int(n)); }

@@ -45,11 +45,11 @@ void route_token(const float* logits, int32_t num_experts, int32_t top_k, bool r
                  float* weights) {
   const float mx = *std::max_element(logits, logits + num_experts);
   float sum = 0.0f;
-  for (int32_t e = 0; e < num_experts; ++e) sum += simd::lane::exp(logits[e] - mx);
+  for (int32_t e = 0; e < num_experts; ++e) sum += simd::exp(logits[e] - mx);
   select_top_k(logits, num_experts, top_k, ids);
   float picked = 0.0f;
   for (int32_t j = 0; j < top_k; ++j) {
-    weights[j] = simd::lane::exp(logits[ids[j]] - mx) / sum;
+    weights[j] = simd::exp(logits[ids[j]] - mx) / sum;
     picked += weights[j];
   }
   if (renormalize)
