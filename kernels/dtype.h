@@ -63,6 +63,15 @@ static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(Bloc
 static_assert(sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
 static_assert(sizeof(BlockIQ4_XS) == 136);
 
+// Q4_K / Q5_K chunk j's 6-bit scale and minimum, packed in `scales` (12 bytes): chunks 0-3 in the
+// low six bits of bytes j and j + 4, chunks 4-7 in byte j + 4's nibbles topped with the high two
+// bits of bytes j - 4 and j.
+struct ScaleMin { int sc, m; };
+inline ScaleMin k_scale_min(const uint8_t* s, int j) {
+  if (j < 4) return {s[j] & 63, s[j + 4] & 63};
+  return {(s[j + 4] & 0x0f) | (s[j - 4] >> 6) << 4, (s[j + 4] >> 4) | (s[j] >> 6) << 4};
+}
+
 constexpr int64_t kQuantBlock = 32;
 constexpr int64_t kSuperBlock = 256;
 // The non-linear 4-bit codebook of IQ4_NL and IQ4_XS.

@@ -31,10 +31,8 @@ inline float q3k_scale(const BlockQ3_K& b, int i, float d) {
 // Q4_K / Q5_K chunk j.
 template <class Block>
 inline Affine k_affine(const Block& b, int j, float d, float dmin) {
-  const uint8_t* s = b.scales;
-  const int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 0x0f) | (s[j - 4] >> 6) << 4;
-  const int m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | (s[j] >> 6) << 4;
-  return {d * float(sc), dmin * float(m)};
+  const ScaleMin s = k_scale_min(b.scales, j);
+  return {d * float(s.sc), dmin * float(s.m)};
 }
 
 // Q6_K sub-block i of 16.

@@ -6,6 +6,12 @@
 // one vector's sums come out as row i's in its low 128 bits and row i + 4's in its high ones, which
 // is how q8::quad_sums lays eight rows out in order. A group of eight rows takes exactly the bytes
 // of eight rows of the file.
+//
+// Q4_K (namespace q4k below) goes by super-block: per 256 elements of the eight rows, their d and
+// dmin (f16), then per 32-element chunk the eight rows' 6-bit scales and minimums unpacked to bytes
+// (so eight rows' chunk scales are one conversion and one multiply), then each chunk's codes as
+// Q4_0's: byte j of a row holds element j in its low nibble and j + 16 in its high one. 1,184 bytes
+// where eight rows of the file take 1,152.
 #pragma once
 #include <cstddef>
 
@@ -49,5 +55,15 @@ constexpr size_t kGroupBlock = kCodesAt<Block> + kRows * Layout<Block>::kCodeByt
 static_assert(kGroupBlock<BlockQ4_0> == kRows * sizeof(BlockQ4_0));
 static_assert(kGroupBlock<BlockQ4_1> == kRows * sizeof(BlockQ4_1));
 static_assert(kGroupBlock<BlockQ8_0> == kRows * sizeof(BlockQ8_0));
+
+namespace q4k {
+constexpr size_t kDminAt = 2 * kRows;
+constexpr size_t kScalesAt = 4 * kRows;                   // [chunk][row]
+constexpr size_t kMinsAt = kScalesAt + 8 * kRows;         // [chunk][row]
+constexpr size_t kCodesAt = kMinsAt + 8 * kRows;          // [chunk], each as a Q4_0 group block's codes
+constexpr size_t kChunkCodes = kRows * 16;
+constexpr size_t kGroupSuperBlock = kCodesAt + 8 * kChunkCodes;
+static_assert(kGroupSuperBlock == 1184);
+}  // namespace q4k
 
 }  // namespace flashserve::kernels::q8_packed

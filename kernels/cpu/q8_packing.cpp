@@ -30,23 +30,53 @@ void pack_groups(const Block* w, int64_t n_out, int64_t nb, uint8_t* out) {
   }
 }
 
+void pack_q4k_groups(const BlockQ4_K* w, int64_t n_out, int64_t nsb, uint8_t* out) {
+  using q8_packed::kRows;
+  namespace q4k = q8_packed::q4k;
+  for (int64_t g = 0; g * kRows < n_out; ++g) {
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      uint8_t* p = out + size_t(g * nsb + sb) * q4k::kGroupSuperBlock;
+      std::memset(p, 0, q4k::kGroupSuperBlock);  // rows past n_out stay zero: scale 0
+      for (int r = 0; r < kRows && g * kRows + r < n_out; ++r) {
+        const BlockQ4_K& src = w[(g * kRows + r) * nsb + sb];
+        std::memcpy(p + 2 * r, &src.d, 2);
+        std::memcpy(p + q4k::kDminAt + 2 * r, &src.dmin, 2);
+        for (int c = 0; c < 8; ++c) {
+          const ScaleMin sm = k_scale_min(src.scales, c);
+          p[q4k::kScalesAt + kRows * c + r] = uint8_t(sm.sc);
+          p[q4k::kMinsAt + kRows * c + r] = uint8_t(sm.m);
+          uint8_t* codes = p + q4k::kCodesAt + q4k::kChunkCodes * c + q8_packed::code_offset<BlockQ4_0>(r, 0);
+          auto code = [&](int e) { return (src.qs[32 * (c / 2) + e] >> (4 * (c % 2))) & 0x0f; };
+          for (int j = 0; j < 16; ++j) codes[j] = uint8_t(code(j) | code(j + 16) << 4);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
-bool q8_packs(DType wtype) { return wtype == DType::Q4_0 || wtype == DType::Q4_1 || wtype == DType::Q8_0; }
+bool q8_packs(DType wtype) {
+  return wtype == DType::Q4_0 || wtype == DType::Q4_1 || wtype == DType::Q8_0 || wtype == DType::Q4_K;
+}
 
 size_t q8_packed_bytes(DType wtype, int64_t n_out, int64_t k) {
   const int64_t groups = (n_out + q8_packed::kRows - 1) / q8_packed::kRows;
+  if (wtype == DType::Q4_K) return size_t(groups * (k / kSuperBlock)) * q8_packed::q4k::kGroupSuperBlock;
   return size_t(groups * q8_packed::kRows) * row_bytes(wtype, k);
 }
 
 void pack_rows_for_q8(const void* w, DType wtype, int64_t n_out, int64_t k, void* out) {
-  if (k % 32 != 0) throw std::invalid_argument("pack_rows_for_q8: k=" + std::to_string(k) + " is not whole blocks");
+  if (k % block_elems(wtype) != 0) {
+    throw std::invalid_argument("pack_rows_for_q8: k=" + std::to_string(k) + " is not whole blocks");
+  }
   const int64_t nb = k / 32;
   auto* o = static_cast<uint8_t*>(out);
   switch (wtype) {
     case DType::Q4_0: return pack_groups(static_cast<const BlockQ4_0*>(w), n_out, nb, o);
     case DType::Q4_1: return pack_groups(static_cast<const BlockQ4_1*>(w), n_out, nb, o);
     case DType::Q8_0: return pack_groups(static_cast<const BlockQ8_0*>(w), n_out, nb, o);
+    case DType::Q4_K: return pack_q4k_groups(static_cast<const BlockQ4_K*>(w), n_out, k / kSuperBlock, o);
     default: throw std::invalid_argument("pack_rows_for_q8: " + std::string(dtype_name(wtype)) + " is not packed");
   }
 }

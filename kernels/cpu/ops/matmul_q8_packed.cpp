@@ -20,12 +20,14 @@ using q8::ActBlock;
 using q8_packed::kRows;
 
 // What a chunk adds besides codes times scale (matmul_q8's offsets): Q4_1 its minimum times the
-// activations' sum, Q4_0 -8 d times it (its codes 0..15 stand for -8..7), Q8_0 nothing.
+// activations' sum (Q4_K minus its dmin times the chunk's minimum), Q4_0 -8 d times it (its codes
+// 0..15 stand for -8..7), Q8_0 nothing.
 enum class Offset { None, Min, MinusEightD };
 template <class B>
-constexpr Offset kOffset = std::is_same_v<B, BlockQ8_0> ? Offset::None
-                           : std::is_same_v<B, BlockQ4_1> ? Offset::Min
-                                                          : Offset::MinusEightD;
+constexpr Offset kOffset = std::is_same_v<B, BlockQ8_0>                                 ? Offset::None
+                           : std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ4_K> ? Offset::Min
+                                                                                        : Offset::MinusEightD;
+namespace q4k = q8_packed::q4k;
 template <class B>
 constexpr bool kNibbles = !std::is_same_v<B, BlockQ8_0>;
 
@@ -68,13 +70,41 @@ Unpacked unpack(const uint8_t* p) {
   return u;
 }
 
+// Q4_K chunk b (of 32 elements): the scales d * sc and offsets -(dmin * m) as matmul_q8 computes them
+// (codec::k_affine), eight rows at once.
+Unpacked unpack_q4k(const uint8_t* g, int64_t b) {
+  const uint8_t* p = g + size_t(b / 8) * q4k::kGroupSuperBlock;
+  const int c = int(b % 8);
+  auto bytes_as_floats = [](const uint8_t* q) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
+  };
+  Unpacked u;
+  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + q4k::kDminAt)));
+  u.d = _mm256_mul_ps(d, bytes_as_floats(p + q4k::kScalesAt + kRows * c));
+  u.off = _mm256_xor_ps(_mm256_mul_ps(dmin, bytes_as_floats(p + q4k::kMinsAt + kRows * c)), _mm256_set1_ps(-0.0f));
+  const uint8_t* codes = p + q4k::kCodesAt + q4k::kChunkCodes * c;
+  for (int i = 0; i < 4; ++i) {
+    const __m256i z = tile::load_bytes32(codes + 32 * i), nibble = _mm256_set1_epi8(0x0f);
+    u.lo[i] = _mm256_and_si256(z, nibble);
+    u.hi[i] = _mm256_and_si256(_mm256_srli_epi16(z, 4), nibble);
+  }
+  return u;
+}
+
+template <class B>
+Unpacked unpack_chunk(const uint8_t* g, int64_t b) {
+  if constexpr (std::is_same_v<B, BlockQ4_K>) return unpack_q4k(g, b);
+  else return unpack<B>(group_block<B>(g, b));
+}
+
 // T tokens (t = 0 .. T-1 of a) against the group's eight rows.
 template <class B, int T>
 void group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y, int64_t n_out, int rows) {
   __m256 acc[T], off[T];
   for (int t = 0; t < T; ++t) acc[t] = off[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const Unpacked u = unpack<B>(group_block<B>(g, b));
+    const Unpacked u = unpack_chunk<B>(g, b);
     for (int t = 0; t < T; ++t) {
       const ActBlock& ab = a[t * nb + b];
       const __m256i x_lo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.q)));
@@ -121,16 +151,27 @@ void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t
   for (int64_t t = 0; t < num_tokens; ++t) {
     float acc[kRows] = {}, off[kRows] = {};
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* p = group_block<B>(g, b);
-      const uint8_t* codes = p + q8_packed::kCodesAt<B>;
       const ActBlock& ab = a[t * nb + b];
       for (int r = 0; r < rows; ++r) {
-        const float d = q8::half(u16(p + 2 * r));
+        float d, min = 0.0f;
+        const uint8_t* codes;
+        if constexpr (std::is_same_v<B, BlockQ4_K>) {
+          const uint8_t* p = g + size_t(b / 8) * q4k::kGroupSuperBlock;
+          const int c = int(b % 8);
+          d = q8::half(u16(p + 2 * r)) * float(p[q4k::kScalesAt + kRows * c + r]);
+          min = -(q8::half(u16(p + q4k::kDminAt + 2 * r)) * float(p[q4k::kMinsAt + kRows * c + r]));
+          codes = p + q4k::kCodesAt + q4k::kChunkCodes * c;
+        } else {
+          const uint8_t* p = group_block<B>(g, b);
+          d = q8::half(u16(p + 2 * r));
+          if constexpr (kOffset<B> == Offset::Min) min = q8::half(u16(p + q8_packed::kMinAt<B> + 2 * r));
+          codes = p + q8_packed::kCodesAt<B>;
+        }
         int32_t sum = 0;
         for (int e = 0; e < q8::kBlock; ++e) {
           int code;
           if constexpr (kNibbles<B>) {
-            const uint8_t byte = codes[q8_packed::code_offset<B>(r, 0) + e % 16];
+            const uint8_t byte = codes[q8_packed::code_offset<BlockQ4_0>(r, 0) + e % 16];
             code = e < 16 ? byte & 0x0f : byte >> 4;
           } else {
             code = int8_t(codes[q8_packed::code_offset<B>(r, e / 16) + e % 16]);
@@ -138,7 +179,7 @@ void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t
           sum += code * ab.q[e];
         }
         acc[r] = std::fma(float(sum), d * ab.d, acc[r]);
-        if constexpr (kOffset<B> == Offset::Min) off[r] = std::fma(q8::half(u16(p + q8_packed::kMinAt<B> + 2 * r)), ab.s, off[r]);
+        if constexpr (kOffset<B> == Offset::Min) off[r] = std::fma(min, ab.s, off[r]);
         if constexpr (kOffset<B> == Offset::MinusEightD) off[r] = std::fma(-8.0f * d, ab.s, off[r]);
       }
     }
@@ -153,7 +194,9 @@ constexpr int64_t kPrefetchGroups = 2;
 template <class B>
 void matmul_groups(const ActBlock* a, int64_t num_tokens, int64_t nb, const uint8_t* w, int64_t n_out, float* y) {
   const int64_t groups = (n_out + kRows - 1) / kRows;
-  const size_t group_bytes = size_t(nb) * q8_packed::kGroupBlock<B>;
+  size_t group_bytes;
+  if constexpr (std::is_same_v<B, BlockQ4_K>) group_bytes = size_t(nb / 8) * q4k::kGroupSuperBlock;
+  else group_bytes = size_t(nb) * q8_packed::kGroupBlock<B>;
   parallel_for(groups, [&](int64_t begin, int64_t end) {
     for (int64_t g = begin; g < end; ++g) {
       if (g + kPrefetchGroups < end) {
@@ -170,7 +213,7 @@ void matmul_groups(const ActBlock* a, int64_t num_tokens, int64_t nb, const uint
 void matmul_q8_packed(const float* x, int64_t num_tokens, int64_t k, const void* packed, DType wtype, int64_t n_out,
                       float* y) {
   if (!q8_packs(wtype)) throw_invalid_argument("matmul_q8_packed: %s is never packed", dtype_name(wtype).data());
-  if (k % 32 != 0) throw_invalid_argument("matmul_q8_packed: k=%lld is not whole blocks", (long long)k);
+  if (k % block_elems(wtype) != 0) throw_invalid_argument("matmul_q8_packed: k=%lld is not whole blocks", (long long)k);
   if (num_tokens <= 0 || n_out <= 0) return;
   const int64_t nb = k / 32;
   const ActBlock* a = q8::quantize_rows(x, num_tokens, k);
@@ -179,6 +222,7 @@ void matmul_q8_packed(const float* x, int64_t num_tokens, int64_t k, const void*
     case DType::Q4_0: return matmul_groups<BlockQ4_0>(a, num_tokens, nb, w, n_out, y);
     case DType::Q4_1: return matmul_groups<BlockQ4_1>(a, num_tokens, nb, w, n_out, y);
     case DType::Q8_0: return matmul_groups<BlockQ8_0>(a, num_tokens, nb, w, n_out, y);
+    case DType::Q4_K: return matmul_groups<BlockQ4_K>(a, num_tokens, nb, w, n_out, y);
     default: return;
   }
 }
