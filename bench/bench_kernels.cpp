@@ -87,7 +87,7 @@ class OnKernelCopy {
   CpuIsa isa_, before_;
 };
 
-// The server's path for Q4_0, Q4_1, Q8_0 and Q4_K with 8-bit activations: rows packed at load
+// The server's path for Q4_0, Q4_1, Q8_0, Q4_K and Q6_K with 8-bit activations: rows packed at load
 // (pack_rows_for_q8), on one compiled copy of the kernels (kernels/cpu_isa.h: 1 avx2 .. 4 avx512-vnni).
 // Args: n_out, k, num_tokens, kernels.
 void BM_MatmulPacked(benchmark::State& state, DType t) {
@@ -118,7 +118,7 @@ void PackedShapes(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
-// Q4_K at TinyLlama-1.1B's shapes, as BM_Matmul's Q4_K_q8 (the same arithmetic unpacked).
+// Q4_K and Q6_K at TinyLlama-1.1B's shapes, as BM_Matmul's Q4_K_q8 and Q6_K_q8 (the same arithmetic unpacked).
 void PackedSuperBlockShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n_out", "k", "tokens", "kernels"});
   for (int64_t isa : {1, 4})
@@ -130,6 +130,7 @@ void PackedSuperBlockShapes(benchmark::internal::Benchmark* b) {
 BENCHMARK_CAPTURE(BM_MatmulPacked, Q4_1, DType::Q4_1)->Apply(PackedShapes);
 BENCHMARK_CAPTURE(BM_MatmulPacked, Q8_0, DType::Q8_0)->Apply(PackedShapes);
 BENCHMARK_CAPTURE(BM_MatmulPacked, Q4_K, DType::Q4_K)->Apply(PackedSuperBlockShapes);
+BENCHMARK_CAPTURE(BM_MatmulPacked, Q6_K, DType::Q6_K)->Apply(PackedSuperBlockShapes);
 
 // The super-block formats need k in whole 256s: TinyLlama-1.1B's shapes (dim 2048, ffn 5632).
 void SuperBlockShapes(benchmark::internal::Benchmark* b) {

@@ -12,6 +12,12 @@
 // (so eight rows' chunk scales are one conversion and one multiply), then each chunk's codes as
 // Q4_0's: byte j of a row holds element j in its low nibble and j + 16 in its high one. 1,184 bytes
 // where eight rows of the file take 1,152.
+//
+// Q6_K (namespace q6k) likewise: per super-block of the eight rows, their d (f16), the sixteen
+// 16-element scales of each row ([half][row], int8), then per chunk its codes' low four bits as
+// Q4_0's nibbles and their high two bits, 8 bytes a row (byte j: elements j, j + 8, j + 16, j + 24
+// at bits 0, 2, 4, 6), row i's then row i + 4's for i = 0..3. 1,680 bytes: what eight rows of the
+// file take.
 #pragma once
 #include <cstddef>
 
@@ -65,5 +71,17 @@ constexpr size_t kChunkCodes = kRows * 16;
 constexpr size_t kGroupSuperBlock = kCodesAt + 8 * kChunkCodes;
 static_assert(kGroupSuperBlock == 1184);
 }  // namespace q4k
+
+namespace q6k {
+constexpr size_t kScalesAt = 2 * kRows;                   // [half of 16 elements][row]
+constexpr size_t kChunksAt = kScalesAt + 16 * kRows;
+constexpr size_t kChunkLow = kRows * 16;                  // the nibbles, as Q4_0's codes
+constexpr size_t kChunkHigh = kRows * 8;
+constexpr size_t kChunkBytes = kChunkLow + kChunkHigh;
+constexpr size_t kGroupSuperBlock = kChunksAt + 8 * kChunkBytes;
+static_assert(kGroupSuperBlock == kRows * sizeof(BlockQ6_K));
+// Where row r's 8 bytes of high bits go within a chunk's kChunkHigh.
+constexpr size_t high_offset(int r) { return 16 * size_t(r % 4) + 8 * size_t(r / 4); }
+}  // namespace q6k
 
 }  // namespace flashserve::kernels::q8_packed

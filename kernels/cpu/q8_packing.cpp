@@ -54,15 +54,45 @@ void pack_q4k_groups(const BlockQ4_K* w, int64_t n_out, int64_t nsb, uint8_t* ou
   }
 }
 
+void pack_q6k_groups(const BlockQ6_K* w, int64_t n_out, int64_t nsb, uint8_t* out) {
+  using q8_packed::kRows;
+  namespace q6k = q8_packed::q6k;
+  for (int64_t g = 0; g * kRows < n_out; ++g) {
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      uint8_t* p = out + size_t(g * nsb + sb) * q6k::kGroupSuperBlock;
+      std::memset(p, 0, q6k::kGroupSuperBlock);  // rows past n_out stay zero: scale 0
+      for (int r = 0; r < kRows && g * kRows + r < n_out; ++r) {
+        const BlockQ6_K& src = w[(g * kRows + r) * nsb + sb];
+        std::memcpy(p + 2 * r, &src.d, 2);
+        for (int i = 0; i < 16; ++i) p[q6k::kScalesAt + kRows * i + r] = uint8_t(src.scales[i]);
+        for (int c = 0; c < 8; ++c) {
+          const int h = c / 4, q = c % 4;
+          auto low = [&](int e) { return (src.ql[64 * h + 32 * (q % 2) + e] >> (4 * (q / 2))) & 0x0f; };
+          auto high = [&](int e) { return (src.qh[32 * h + e] >> (2 * q)) & 3; };
+          uint8_t* chunk = p + q6k::kChunksAt + q6k::kChunkBytes * c;
+          uint8_t* nibbles = chunk + q8_packed::code_offset<BlockQ4_0>(r, 0);
+          for (int j = 0; j < 16; ++j) nibbles[j] = uint8_t(low(j) | low(j + 16) << 4);
+          uint8_t* highs = chunk + q6k::kChunkLow + q6k::high_offset(r);
+          for (int j = 0; j < 8; ++j) {
+            highs[j] = uint8_t(high(j) | high(j + 8) << 2 | high(j + 16) << 4 | high(j + 24) << 6);
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool q8_packs(DType wtype) {
-  return wtype == DType::Q4_0 || wtype == DType::Q4_1 || wtype == DType::Q8_0 || wtype == DType::Q4_K;
+  return wtype == DType::Q4_0 || wtype == DType::Q4_1 || wtype == DType::Q8_0 || wtype == DType::Q4_K ||
+         wtype == DType::Q6_K;
 }
 
 size_t q8_packed_bytes(DType wtype, int64_t n_out, int64_t k) {
   const int64_t groups = (n_out + q8_packed::kRows - 1) / q8_packed::kRows;
   if (wtype == DType::Q4_K) return size_t(groups * (k / kSuperBlock)) * q8_packed::q4k::kGroupSuperBlock;
+  if (wtype == DType::Q6_K) return size_t(groups * (k / kSuperBlock)) * q8_packed::q6k::kGroupSuperBlock;
   return size_t(groups * q8_packed::kRows) * row_bytes(wtype, k);
 }
 
@@ -77,6 +107,7 @@ void pack_rows_for_q8(const void* w, DType wtype, int64_t n_out, int64_t k, void
     case DType::Q4_1: return pack_groups(static_cast<const BlockQ4_1*>(w), n_out, nb, o);
     case DType::Q8_0: return pack_groups(static_cast<const BlockQ8_0*>(w), n_out, nb, o);
     case DType::Q4_K: return pack_q4k_groups(static_cast<const BlockQ4_K*>(w), n_out, k / kSuperBlock, o);
+    case DType::Q6_K: return pack_q6k_groups(static_cast<const BlockQ6_K*>(w), n_out, k / kSuperBlock, o);
     default: throw std::invalid_argument("pack_rows_for_q8: " + std::string(dtype_name(wtype)) + " is not packed");
   }
 }

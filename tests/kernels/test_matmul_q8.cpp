@@ -307,7 +307,7 @@ TEST(MatmulQ8, NonFiniteActivationsFollowThePlainContract) {
 // counts around the groups of eight, odd and even block counts.
 TEST(MatmulQ8, PackedRowsGiveTheSameBits) {
   std::mt19937 rng(75);
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K}) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
     ASSERT_TRUE(q8_packs(t));
     for (int64_t n_out : {1, 7, 8, 9, 24, 37}) {
       for (int64_t blocks : {1, 2, 3, 18}) {

@@ -28,6 +28,8 @@ constexpr Offset kOffset = std::is_same_v<B, BlockQ8_0>                         
                            : std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ4_K> ? Offset::Min
                                                                                         : Offset::MinusEightD;
 namespace q4k = q8_packed::q4k;
+namespace q6k = q8_packed::q6k;
+
 template <class B>
 constexpr bool kNibbles = !std::is_same_v<B, BlockQ8_0>;
 
@@ -39,7 +41,8 @@ const uint8_t* group_block(const uint8_t* g, int64_t b) {
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
 // One block of the group's eight rows, as every token of a tile uses it.
 struct Unpacked {
-  __m256 d;              // scales, row order
+  __m256 d;              // scales, row order (Q6_K: of elements 0-15)
+  __m256 d_hi;           // Q6_K: the scales of elements 16-31
   __m256 off;            // Q4_1: minimums; Q4_0: -8 d
   __m256i lo[4], hi[4];  // elements 0-15 and 16-31 of rows i (low 128 bits) and i + 4; Q8_0: |code|
   __m256i lo_sign[4], hi_sign[4];  // Q8_0: the codes, whose signs the activations take
@@ -92,10 +95,59 @@ Unpacked unpack_q4k(const uint8_t* g, int64_t b) {
   return u;
 }
 
+// Q6_K chunk b: the codes 0..63 (code - 32 is the weight's), the scales d * sc of each half.
+Unpacked unpack_q6k(const uint8_t* g, int64_t b) {
+  const uint8_t* p = g + size_t(b / 8) * q6k::kGroupSuperBlock;
+  const int c = int(b % 8);
+  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  auto scales = [&](int half) {
+    const __m128i s = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + q6k::kScalesAt + kRows * half));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s));
+  };
+  Unpacked u;
+  u.d = _mm256_mul_ps(d, scales(2 * c));
+  u.d_hi = _mm256_mul_ps(d, scales(2 * c + 1));
+  u.off = _mm256_setzero_ps();
+  const uint8_t* chunk = p + q6k::kChunksAt + q6k::kChunkBytes * c;
+  const __m256i nibble = _mm256_set1_epi8(0x0f), two_bits = _mm256_set1_epi8(3);
+  // Each lane's 8 bytes of high bits twice: row i's in the low lane, row i + 4's in the high one.
+  const __m256i twice = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7,  //
+                                         8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m256i second8 = _mm256_setr_epi64x(0, -1, 0, -1);
+  for (int i = 0; i < 4; ++i) {
+    const __m256i z = tile::load_bytes32(chunk + 32 * i);
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(chunk + q6k::kChunkLow + 16 * i));
+    const __m256i v = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(h), twice);
+    // Elements 0-7 at bits 0-1, 8-15 at 2-3, 16-23 at 4-5, 24-31 at 6-7 (16-bit shifts: the bits
+    // they pull in from the next byte are masked off).
+    const __m256i h_lo = _mm256_and_si256(_mm256_blendv_epi8(v, _mm256_srli_epi16(v, 2), second8), two_bits);
+    const __m256i h_hi = _mm256_and_si256(
+        _mm256_blendv_epi8(_mm256_srli_epi16(v, 4), _mm256_srli_epi16(v, 6), second8), two_bits);
+    u.lo[i] = _mm256_or_si256(_mm256_and_si256(z, nibble), _mm256_slli_epi16(h_lo, 4));
+    u.hi[i] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(z, 4), nibble), _mm256_slli_epi16(h_hi, 4));
+  }
+  return u;
+}
+
 template <class B>
 Unpacked unpack_chunk(const uint8_t* g, int64_t b) {
   if constexpr (std::is_same_v<B, BlockQ4_K>) return unpack_q4k(g, b);
+  else if constexpr (std::is_same_v<B, BlockQ6_K>) return unpack_q6k(g, b);
   else return unpack<B>(group_block<B>(g, b));
+}
+
+// Q6_K: each half's exact sum of (code - 32) x, as sum code x - sum 32 x, then its own scale.
+inline __m256 q6k_dot(const Unpacked& u, __m256i x_lo, __m256i x_hi, float xd, __m256 acc) {
+  const __m256i thirty_two = _mm256_set1_epi8(32);
+  const __m256i m_lo = q8::lane_sums(thirty_two, x_lo), m_hi = q8::lane_sums(thirty_two, x_hi);
+  __m256i lo[4], hi[4];
+  for (int i = 0; i < 4; ++i) {
+    lo[i] = _mm256_sub_epi32(q8::lane_sums(u.lo[i], x_lo), m_lo);
+    hi[i] = _mm256_sub_epi32(q8::lane_sums(u.hi[i], x_hi), m_hi);
+  }
+  const __m256 xd8 = _mm256_set1_ps(xd);
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q8::quad_sums(lo[0], lo[1], lo[2], lo[3])), _mm256_mul_ps(u.d, xd8), acc);
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(q8::quad_sums(hi[0], hi[1], hi[2], hi[3])), _mm256_mul_ps(u.d_hi, xd8), acc);
 }
 
 // T tokens (t = 0 .. T-1 of a) against the group's eight rows.
@@ -109,6 +161,10 @@ void group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y, int64
       const ActBlock& ab = a[t * nb + b];
       const __m256i x_lo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.q)));
       const __m256i x_hi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.q + 16)));
+      if constexpr (std::is_same_v<B, BlockQ6_K>) {
+        acc[t] = q6k_dot(u, x_lo, x_hi, ab.d, acc[t]);
+        continue;
+      }
       __m256i l[4];
       for (int i = 0; i < 4; ++i) {
         if constexpr (kNibbles<B>) {
@@ -140,47 +196,73 @@ void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t
   if (t < num_tokens) group_tile<B, 1>(g, a + t * nb, nb, y + t * n_out, n_out, rows);
 }
 #else
+inline float u16_half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return q8::half(h);
+}
+
+// Q6_K chunk b of row r against one activation block: each half's exact sum, then its own scale.
+float q6k_dot_scalar(const uint8_t* g, int64_t b, int r, const ActBlock& ab, float acc) {
+  const uint8_t* p = g + size_t(b / 8) * q6k::kGroupSuperBlock;
+  const int c = int(b % 8);
+  const uint8_t* chunk = p + q6k::kChunksAt + q6k::kChunkBytes * c;
+  const uint8_t* nibbles = chunk + q8_packed::code_offset<BlockQ4_0>(r, 0);
+  const uint8_t* highs = chunk + q6k::kChunkLow + q6k::high_offset(r);
+  int32_t sum[2] = {0, 0};
+  for (int e = 0; e < q8::kBlock; ++e) {
+    const int low = e < 16 ? nibbles[e] & 0x0f : nibbles[e - 16] >> 4;
+    const int high = (highs[e % 8] >> (2 * (e / 8))) & 3;
+    sum[e / 16] += ((low | high << 4) - 32) * ab.q[e];
+  }
+  const float d = u16_half(p + 2 * r);
+  for (int half = 0; half < 2; ++half) {
+    const float scale = d * float(int8_t(p[q6k::kScalesAt + kRows * (2 * c + half) + r]));
+    acc = std::fma(float(sum[half]), scale * ab.d, acc);
+  }
+  return acc;
+}
+
 template <class B>
 void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
                 int rows) {
-  auto u16 = [](const uint8_t* p) {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return h;
-  };
   for (int64_t t = 0; t < num_tokens; ++t) {
     float acc[kRows] = {}, off[kRows] = {};
     for (int64_t b = 0; b < nb; ++b) {
       const ActBlock& ab = a[t * nb + b];
       for (int r = 0; r < rows; ++r) {
-        float d, min = 0.0f;
-        const uint8_t* codes;
-        if constexpr (std::is_same_v<B, BlockQ4_K>) {
-          const uint8_t* p = g + size_t(b / 8) * q4k::kGroupSuperBlock;
-          const int c = int(b % 8);
-          d = q8::half(u16(p + 2 * r)) * float(p[q4k::kScalesAt + kRows * c + r]);
-          min = -(q8::half(u16(p + q4k::kDminAt + 2 * r)) * float(p[q4k::kMinsAt + kRows * c + r]));
-          codes = p + q4k::kCodesAt + q4k::kChunkCodes * c;
+        if constexpr (std::is_same_v<B, BlockQ6_K>) {
+          acc[r] = q6k_dot_scalar(g, b, r, ab, acc[r]);
         } else {
-          const uint8_t* p = group_block<B>(g, b);
-          d = q8::half(u16(p + 2 * r));
-          if constexpr (kOffset<B> == Offset::Min) min = q8::half(u16(p + q8_packed::kMinAt<B> + 2 * r));
-          codes = p + q8_packed::kCodesAt<B>;
-        }
-        int32_t sum = 0;
-        for (int e = 0; e < q8::kBlock; ++e) {
-          int code;
-          if constexpr (kNibbles<B>) {
-            const uint8_t byte = codes[q8_packed::code_offset<BlockQ4_0>(r, 0) + e % 16];
-            code = e < 16 ? byte & 0x0f : byte >> 4;
+          float d, min = 0.0f;
+          const uint8_t* codes;
+          if constexpr (std::is_same_v<B, BlockQ4_K>) {
+            const uint8_t* p = g + size_t(b / 8) * q4k::kGroupSuperBlock;
+            const int c = int(b % 8);
+            d = u16_half(p + 2 * r) * float(p[q4k::kScalesAt + kRows * c + r]);
+            min = -(u16_half(p + q4k::kDminAt + 2 * r) * float(p[q4k::kMinsAt + kRows * c + r]));
+            codes = p + q4k::kCodesAt + q4k::kChunkCodes * c;
           } else {
-            code = int8_t(codes[q8_packed::code_offset<B>(r, e / 16) + e % 16]);
+            const uint8_t* p = group_block<B>(g, b);
+            d = u16_half(p + 2 * r);
+            if constexpr (kOffset<B> == Offset::Min) min = u16_half(p + q8_packed::kMinAt<B> + 2 * r);
+            codes = p + q8_packed::kCodesAt<B>;
           }
-          sum += code * ab.q[e];
+          int32_t sum = 0;
+          for (int e = 0; e < q8::kBlock; ++e) {
+            int code;
+            if constexpr (kNibbles<B>) {
+              const uint8_t byte = codes[q8_packed::code_offset<BlockQ4_0>(r, 0) + e % 16];
+              code = e < 16 ? byte & 0x0f : byte >> 4;
+            } else {
+              code = int8_t(codes[q8_packed::code_offset<B>(r, e / 16) + e % 16]);
+            }
+            sum += code * ab.q[e];
+          }
+          acc[r] = std::fma(float(sum), d * ab.d, acc[r]);
+          if constexpr (kOffset<B> == Offset::Min) off[r] = std::fma(min, ab.s, off[r]);
+          if constexpr (kOffset<B> == Offset::MinusEightD) off[r] = std::fma(-8.0f * d, ab.s, off[r]);
         }
-        acc[r] = std::fma(float(sum), d * ab.d, acc[r]);
-        if constexpr (kOffset<B> == Offset::Min) off[r] = std::fma(min, ab.s, off[r]);
-        if constexpr (kOffset<B> == Offset::MinusEightD) off[r] = std::fma(-8.0f * d, ab.s, off[r]);
       }
     }
     for (int r = 0; r < rows; ++r) y[t * n_out + r] = acc[r] + off[r];
@@ -196,6 +278,7 @@ void matmul_groups(const ActBlock* a, int64_t num_tokens, int64_t nb, const uint
   const int64_t groups = (n_out + kRows - 1) / kRows;
   size_t group_bytes;
   if constexpr (std::is_same_v<B, BlockQ4_K>) group_bytes = size_t(nb / 8) * q4k::kGroupSuperBlock;
+  else if constexpr (std::is_same_v<B, BlockQ6_K>) group_bytes = size_t(nb / 8) * q6k::kGroupSuperBlock;
   else group_bytes = size_t(nb) * q8_packed::kGroupBlock<B>;
   parallel_for(groups, [&](int64_t begin, int64_t end) {
     for (int64_t g = begin; g < end; ++g) {
@@ -223,6 +306,7 @@ void matmul_q8_packed(const float* x, int64_t num_tokens, int64_t k, const void*
     case DType::Q4_1: return matmul_groups<BlockQ4_1>(a, num_tokens, nb, w, n_out, y);
     case DType::Q8_0: return matmul_groups<BlockQ8_0>(a, num_tokens, nb, w, n_out, y);
     case DType::Q4_K: return matmul_groups<BlockQ4_K>(a, num_tokens, nb, w, n_out, y);
+    case DType::Q6_K: return matmul_groups<BlockQ6_K>(a, num_tokens, nb, w, n_out, y);
     default: return;
   }
 }
