@@ -87,7 +87,7 @@ class OnKernelCopy {
   CpuIsa isa_, before_;
 };
 
-// The server's path for Q4_0, Q4_1, Q8_0, Q4_K and Q6_K with 8-bit activations: rows packed at load
+// The server's path for Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K with 8-bit activations: rows packed at load
 // (pack_rows_for_q8), on one compiled copy of the kernels (kernels/cpu_isa.h: 1 avx2 .. 4 avx512-vnni).
 // Args: n_out, k, num_tokens, kernels.
 void BM_MatmulPacked(benchmark::State& state, DType t) {
@@ -118,18 +118,21 @@ void PackedShapes(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
-// Q4_K and Q6_K at TinyLlama-1.1B's shapes, as BM_Matmul's Q4_K_q8 and Q6_K_q8 (the same arithmetic unpacked).
+// The K-quants at TinyLlama-1.1B's shapes, as BM_Matmul's Q4_K_q8 and Q6_K_q8 (the same arithmetic
+// unpacked).
 void PackedSuperBlockShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n_out", "k", "tokens", "kernels"});
   for (int64_t isa : {1, 4})
     for (int64_t nt : {1, 64})
-      for (auto [n_out, k] : {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}, {2048, 5632}}) b->Args({n_out, k, nt, isa});
+      for (auto [n_out, k] : {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}, {2048, 5632}})
+        b->Args({n_out, k, nt, isa});
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
 BENCHMARK_CAPTURE(BM_MatmulPacked, Q4_1, DType::Q4_1)->Apply(PackedShapes);
 BENCHMARK_CAPTURE(BM_MatmulPacked, Q8_0, DType::Q8_0)->Apply(PackedShapes);
 BENCHMARK_CAPTURE(BM_MatmulPacked, Q4_K, DType::Q4_K)->Apply(PackedSuperBlockShapes);
+BENCHMARK_CAPTURE(BM_MatmulPacked, Q5_K, DType::Q5_K)->Apply(PackedSuperBlockShapes);
 BENCHMARK_CAPTURE(BM_MatmulPacked, Q6_K, DType::Q6_K)->Apply(PackedSuperBlockShapes);
 
 // The super-block formats need k in whole 256s: TinyLlama-1.1B's shapes (dim 2048, ffn 5632).
@@ -142,6 +145,7 @@ void SuperBlockShapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_CAPTURE(BM_Matmul, Q4_K, DType::Q4_K)->Apply(SuperBlockShapes);
 BENCHMARK_CAPTURE(BM_Matmul, Q4_K_q8, DType::Q4_K, true)->Apply(SuperBlockShapes);
+BENCHMARK_CAPTURE(BM_Matmul, Q5_K_q8, DType::Q5_K, true)->Apply(SuperBlockShapes);
 BENCHMARK_CAPTURE(BM_Matmul, Q6_K, DType::Q6_K)->Apply(SuperBlockShapes);
 BENCHMARK_CAPTURE(BM_Matmul, Q6_K_q8, DType::Q6_K, true)->Apply(SuperBlockShapes);
 

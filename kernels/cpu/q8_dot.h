@@ -59,8 +59,8 @@ inline __m256i code_lane_sums(__m256i w, __m256i x) {
 }
 
 // Lane i: the four products of bytes 4i..4i+3 of w_lo and x_lo plus those of w_hi and x_hi, for
-// 4-bit codes (0..15): without VNNI their int16 pair sums add before widening (at most
-// 2 * 2 * 15 * 127).
+// codes of up to 5 bits (0..31): without VNNI their int16 pair sums add before widening (at most
+// 2 * 2 * 31 * 127).
 inline __m256i nibble_lane_sums(__m256i w_lo, __m256i x_lo, __m256i w_hi, __m256i x_hi) {
 #if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
   return add_lane_sums(lane_sums(w_lo, x_lo), w_hi, x_hi);

@@ -11,7 +11,9 @@
 // dmin (f16), then per 32-element chunk the eight rows' 6-bit scales and minimums unpacked to bytes
 // (so eight rows' chunk scales are one conversion and one multiply), then each chunk's codes as
 // Q4_0's: byte j of a row holds element j in its low nibble and j + 16 in its high one. 1,184 bytes
-// where eight rows of the file take 1,152.
+// where eight rows of the file take 1,152. Q5_K adds each chunk's fifth bits after all the codes:
+// 4 bytes a row (byte j bit b: element 8 j + b), row i's then row i + 4's for i = 0..3; 1,440 bytes
+// where eight rows take 1,408.
 //
 // Q6_K (namespace q6k) likewise: per super-block of the eight rows, their d (f16), the sixteen
 // 16-element scales of each row ([half][row], int8), then per chunk its codes' low four bits as
@@ -20,6 +22,7 @@
 // file take.
 #pragma once
 #include <cstddef>
+#include <type_traits>
 
 #include "kernels/dtype.h"
 
@@ -70,6 +73,13 @@ constexpr size_t kCodesAt = kMinsAt + 8 * kRows;          // [chunk], each as a 
 constexpr size_t kChunkCodes = kRows * 16;
 constexpr size_t kGroupSuperBlock = kCodesAt + 8 * kChunkCodes;
 static_assert(kGroupSuperBlock == 1184);
+// Q5_K: the same, then the fifth bits.
+constexpr size_t kHighsAt = kGroupSuperBlock;
+constexpr size_t kChunkHighs = kRows * 4;
+constexpr size_t kQ5GroupSuperBlock = kHighsAt + 8 * kChunkHighs;
+constexpr size_t high_offset(int r) { return 8 * size_t(r % 4) + 4 * size_t(r / 4); }
+template <class Block>
+constexpr size_t kGroupBytes = std::is_same_v<Block, BlockQ5_K> ? kQ5GroupSuperBlock : kGroupSuperBlock;
 }  // namespace q4k
 
 namespace q6k {

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cpu/q8_packed_layout.h"
 #include "kernels/matmul.h"
@@ -30,15 +31,18 @@ void pack_groups(const Block* w, int64_t n_out, int64_t nb, uint8_t* out) {
   }
 }
 
-void pack_q4k_groups(const BlockQ4_K* w, int64_t n_out, int64_t nsb, uint8_t* out) {
+// Q4_K, or Q5_K with its fifth bits.
+template <class Block>
+void pack_k_groups(const Block* w, int64_t n_out, int64_t nsb, uint8_t* out) {
   using q8_packed::kRows;
   namespace q4k = q8_packed::q4k;
+  constexpr size_t kBytes = q4k::kGroupBytes<Block>;
   for (int64_t g = 0; g * kRows < n_out; ++g) {
     for (int64_t sb = 0; sb < nsb; ++sb) {
-      uint8_t* p = out + size_t(g * nsb + sb) * q4k::kGroupSuperBlock;
-      std::memset(p, 0, q4k::kGroupSuperBlock);  // rows past n_out stay zero: scale 0
+      uint8_t* p = out + size_t(g * nsb + sb) * kBytes;
+      std::memset(p, 0, kBytes);  // rows past n_out stay zero: scale 0
       for (int r = 0; r < kRows && g * kRows + r < n_out; ++r) {
-        const BlockQ4_K& src = w[(g * kRows + r) * nsb + sb];
+        const Block& src = w[(g * kRows + r) * nsb + sb];
         std::memcpy(p + 2 * r, &src.d, 2);
         std::memcpy(p + q4k::kDminAt + 2 * r, &src.dmin, 2);
         for (int c = 0; c < 8; ++c) {
@@ -48,6 +52,10 @@ void pack_q4k_groups(const BlockQ4_K* w, int64_t n_out, int64_t nsb, uint8_t* ou
           uint8_t* codes = p + q4k::kCodesAt + q4k::kChunkCodes * c + q8_packed::code_offset<BlockQ4_0>(r, 0);
           auto code = [&](int e) { return (src.qs[32 * (c / 2) + e] >> (4 * (c % 2))) & 0x0f; };
           for (int j = 0; j < 16; ++j) codes[j] = uint8_t(code(j) | code(j + 16) << 4);
+          if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+            uint8_t* highs = p + q4k::kHighsAt + q4k::kChunkHighs * c + q4k::high_offset(r);
+            for (int e = 0; e < 32; ++e) highs[e / 8] |= uint8_t(((src.qh[e] >> c) & 1) << (e % 8));
+          }
         }
       }
     }
@@ -86,12 +94,13 @@ void pack_q6k_groups(const BlockQ6_K* w, int64_t n_out, int64_t nsb, uint8_t* ou
 
 bool q8_packs(DType wtype) {
   return wtype == DType::Q4_0 || wtype == DType::Q4_1 || wtype == DType::Q8_0 || wtype == DType::Q4_K ||
-         wtype == DType::Q6_K;
+         wtype == DType::Q5_K || wtype == DType::Q6_K;
 }
 
 size_t q8_packed_bytes(DType wtype, int64_t n_out, int64_t k) {
   const int64_t groups = (n_out + q8_packed::kRows - 1) / q8_packed::kRows;
   if (wtype == DType::Q4_K) return size_t(groups * (k / kSuperBlock)) * q8_packed::q4k::kGroupSuperBlock;
+  if (wtype == DType::Q5_K) return size_t(groups * (k / kSuperBlock)) * q8_packed::q4k::kQ5GroupSuperBlock;
   if (wtype == DType::Q6_K) return size_t(groups * (k / kSuperBlock)) * q8_packed::q6k::kGroupSuperBlock;
   return size_t(groups * q8_packed::kRows) * row_bytes(wtype, k);
 }
@@ -106,7 +115,8 @@ void pack_rows_for_q8(const void* w, DType wtype, int64_t n_out, int64_t k, void
     case DType::Q4_0: return pack_groups(static_cast<const BlockQ4_0*>(w), n_out, nb, o);
     case DType::Q4_1: return pack_groups(static_cast<const BlockQ4_1*>(w), n_out, nb, o);
     case DType::Q8_0: return pack_groups(static_cast<const BlockQ8_0*>(w), n_out, nb, o);
-    case DType::Q4_K: return pack_q4k_groups(static_cast<const BlockQ4_K*>(w), n_out, k / kSuperBlock, o);
+    case DType::Q4_K: return pack_k_groups(static_cast<const BlockQ4_K*>(w), n_out, k / kSuperBlock, o);
+    case DType::Q5_K: return pack_k_groups(static_cast<const BlockQ5_K*>(w), n_out, k / kSuperBlock, o);
     case DType::Q6_K: return pack_q6k_groups(static_cast<const BlockQ6_K*>(w), n_out, k / kSuperBlock, o);
     default: throw std::invalid_argument("pack_rows_for_q8: " + std::string(dtype_name(wtype)) + " is not packed");
   }

@@ -307,15 +307,15 @@ TEST(MatmulQ8, NonFiniteActivationsFollowThePlainContract) {
 // counts around the groups of eight, odd and even block counts.
 TEST(MatmulQ8, PackedRowsGiveTheSameBits) {
   std::mt19937 rng(75);
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     ASSERT_TRUE(q8_packs(t));
     for (int64_t n_out : {1, 7, 8, 9, 24, 37}) {
       for (int64_t blocks : {1, 2, 3, 18}) {
         const int64_t k = blocks * block_elems(t);
         const auto w = random_blocks(rng, t, n_out * blocks);
         std::vector<uint8_t> packed(q8_packed_bytes(t, n_out, k));
-        // Q4_K's unpacked chunk scales take 32 bytes more per super-block of eight rows.
-        const size_t extra = t == DType::Q4_K ? size_t((n_out + 7) / 8 * blocks) * 32 : 0;
+        // Q4_K's and Q5_K's unpacked chunk scales take 32 bytes more per super-block of eight rows.
+        const size_t extra = t == DType::Q4_K || t == DType::Q5_K ? size_t((n_out + 7) / 8 * blocks) * 32 : 0;
         ASSERT_EQ(packed.size(), size_t((n_out + 7) / 8 * 8) * row_bytes(t, k) + extra);
         pack_rows_for_q8(w.data(), t, n_out, k, packed.data());
         for (int64_t nt : {1, 2, 3, 5}) {
@@ -330,10 +330,10 @@ TEST(MatmulQ8, PackedRowsGiveTheSameBits) {
       }
     }
   }
-  for (DType t : {DType::Q5_0, DType::Q5_K, DType::F32}) EXPECT_FALSE(q8_packs(t)) << dtype_name(t);
+  for (DType t : {DType::Q5_0, DType::Q3_K, DType::F32}) EXPECT_FALSE(q8_packs(t)) << dtype_name(t);
   std::vector<float> x(64), y(1);
   std::vector<uint8_t> w(4096);
-  EXPECT_THROW(matmul_q8_packed(x.data(), 1, 64, w.data(), DType::Q5_K, 1, y.data()), std::invalid_argument);
+  EXPECT_THROW(matmul_q8_packed(x.data(), 1, 64, w.data(), DType::Q3_K, 1, y.data()), std::invalid_argument);
   EXPECT_THROW(matmul_q8_packed(x.data(), 1, 64, w.data(), DType::Q4_K, 1, y.data()), std::invalid_argument);
   EXPECT_THROW(matmul_q8_packed(x.data(), 1, 48, w.data(), DType::Q4_1, 1, y.data()), std::invalid_argument);
   EXPECT_THROW(pack_rows_for_q8(w.data(), DType::Q5_1, 1, 64, y.data()), std::invalid_argument);

@@ -20,13 +20,15 @@ using q8::ActBlock;
 using q8_packed::kRows;
 
 // What a chunk adds besides codes times scale (matmul_q8's offsets): Q4_1 its minimum times the
-// activations' sum (Q4_K minus its dmin times the chunk's minimum), Q4_0 -8 d times it (its codes
+// activations' sum (Q4_K and Q5_K minus dmin times the chunk's minimum), Q4_0 -8 d times it (its codes
 // 0..15 stand for -8..7), Q8_0 nothing.
 enum class Offset { None, Min, MinusEightD };
 template <class B>
-constexpr Offset kOffset = std::is_same_v<B, BlockQ8_0>                                 ? Offset::None
-                           : std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ4_K> ? Offset::Min
-                                                                                        : Offset::MinusEightD;
+constexpr bool kAffineK = std::is_same_v<B, BlockQ4_K> || std::is_same_v<B, BlockQ5_K>;
+template <class B>
+constexpr Offset kOffset = std::is_same_v<B, BlockQ8_0>                        ? Offset::None
+                           : std::is_same_v<B, BlockQ4_1> || kAffineK<B> ? Offset::Min
+                                                                         : Offset::MinusEightD;
 namespace q4k = q8_packed::q4k;
 namespace q6k = q8_packed::q6k;
 
@@ -73,10 +75,11 @@ Unpacked unpack(const uint8_t* p) {
   return u;
 }
 
-// Q4_K chunk b (of 32 elements): the scales d * sc and offsets -(dmin * m) as matmul_q8 computes them
-// (codec::k_affine), eight rows at once.
-Unpacked unpack_q4k(const uint8_t* g, int64_t b) {
-  const uint8_t* p = g + size_t(b / 8) * q4k::kGroupSuperBlock;
+// Q4_K or Q5_K chunk b (of 32 elements): the scales d * sc and offsets -(dmin * m) as matmul_q8
+// computes them (codec::k_affine), eight rows at once; Q5_K's codes take their fifth bit.
+template <class B>
+Unpacked unpack_k(const uint8_t* g, int64_t b) {
+  const uint8_t* p = g + size_t(b / 8) * q4k::kGroupBytes<B>;
   const int c = int(b % 8);
   auto bytes_as_floats = [](const uint8_t* q) {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
@@ -91,6 +94,23 @@ Unpacked unpack_q4k(const uint8_t* g, int64_t b) {
     const __m256i z = tile::load_bytes32(codes + 32 * i), nibble = _mm256_set1_epi8(0x0f);
     u.lo[i] = _mm256_and_si256(z, nibble);
     u.hi[i] = _mm256_and_si256(_mm256_srli_epi16(z, 4), nibble);
+  }
+  if constexpr (std::is_same_v<B, BlockQ5_K>) {
+    // Byte j of a row's four holds elements 8 j .. 8 j + 7: each position picks its byte, tests its bit.
+    const __m256i pick_lo = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                             4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5);
+    const __m256i pick_hi = _mm256_add_epi8(pick_lo, _mm256_set1_epi8(2));
+    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);
+    const uint8_t* highs = p + q4k::kHighsAt + q4k::kChunkHighs * c;
+    auto fifth_bits = [&](__m256i v, __m256i pick) {
+      const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(v, pick), bit), bit);
+      return _mm256_and_si256(set, _mm256_set1_epi8(16));
+    };
+    for (int i = 0; i < 4; ++i) {
+      const __m256i v = _mm256_broadcastsi128_si256(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(highs + 8 * i)));
+      u.lo[i] = _mm256_or_si256(u.lo[i], fifth_bits(v, pick_lo));
+      u.hi[i] = _mm256_or_si256(u.hi[i], fifth_bits(v, pick_hi));
+    }
   }
   return u;
 }
@@ -131,7 +151,7 @@ Unpacked unpack_q6k(const uint8_t* g, int64_t b) {
 
 template <class B>
 Unpacked unpack_chunk(const uint8_t* g, int64_t b) {
-  if constexpr (std::is_same_v<B, BlockQ4_K>) return unpack_q4k(g, b);
+  if constexpr (kAffineK<B>) return unpack_k<B>(g, b);
   else if constexpr (std::is_same_v<B, BlockQ6_K>) return unpack_q6k(g, b);
   else return unpack<B>(group_block<B>(g, b));
 }
@@ -147,7 +167,8 @@ inline __m256 q6k_dot(const Unpacked& u, __m256i x_lo, __m256i x_hi, float xd, _
   }
   const __m256 xd8 = _mm256_set1_ps(xd);
   acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q8::quad_sums(lo[0], lo[1], lo[2], lo[3])), _mm256_mul_ps(u.d, xd8), acc);
-  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(q8::quad_sums(hi[0], hi[1], hi[2], hi[3])), _mm256_mul_ps(u.d_hi, xd8), acc);
+  const __m256i hi_sums = q8::quad_sums(hi[0], hi[1], hi[2], hi[3]);
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi_sums), _mm256_mul_ps(u.d_hi, xd8), acc);
 }
 
 // T tokens (t = 0 .. T-1 of a) against the group's eight rows.
@@ -236,12 +257,16 @@ void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t
         } else {
           float d, min = 0.0f;
           const uint8_t* codes;
-          if constexpr (std::is_same_v<B, BlockQ4_K>) {
-            const uint8_t* p = g + size_t(b / 8) * q4k::kGroupSuperBlock;
+          const uint8_t* highs = nullptr;  // Q5_K's fifth bits
+          if constexpr (kAffineK<B>) {
+            const uint8_t* p = g + size_t(b / 8) * q4k::kGroupBytes<B>;
             const int c = int(b % 8);
             d = u16_half(p + 2 * r) * float(p[q4k::kScalesAt + kRows * c + r]);
             min = -(u16_half(p + q4k::kDminAt + 2 * r) * float(p[q4k::kMinsAt + kRows * c + r]));
             codes = p + q4k::kCodesAt + q4k::kChunkCodes * c;
+            if constexpr (std::is_same_v<B, BlockQ5_K>) {
+              highs = p + q4k::kHighsAt + q4k::kChunkHighs * c + q4k::high_offset(r);
+            }
           } else {
             const uint8_t* p = group_block<B>(g, b);
             d = u16_half(p + 2 * r);
@@ -254,6 +279,7 @@ void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t
             if constexpr (kNibbles<B>) {
               const uint8_t byte = codes[q8_packed::code_offset<BlockQ4_0>(r, 0) + e % 16];
               code = e < 16 ? byte & 0x0f : byte >> 4;
+              if (highs) code |= ((highs[e / 8] >> (e % 8)) & 1) << 4;
             } else {
               code = int8_t(codes[q8_packed::code_offset<B>(r, e / 16) + e % 16]);
             }
@@ -277,7 +303,7 @@ template <class B>
 void matmul_groups(const ActBlock* a, int64_t num_tokens, int64_t nb, const uint8_t* w, int64_t n_out, float* y) {
   const int64_t groups = (n_out + kRows - 1) / kRows;
   size_t group_bytes;
-  if constexpr (std::is_same_v<B, BlockQ4_K>) group_bytes = size_t(nb / 8) * q4k::kGroupSuperBlock;
+  if constexpr (kAffineK<B>) group_bytes = size_t(nb / 8) * q4k::kGroupBytes<B>;
   else if constexpr (std::is_same_v<B, BlockQ6_K>) group_bytes = size_t(nb / 8) * q6k::kGroupSuperBlock;
   else group_bytes = size_t(nb) * q8_packed::kGroupBlock<B>;
   parallel_for(groups, [&](int64_t begin, int64_t end) {
@@ -306,6 +332,7 @@ void matmul_q8_packed(const float* x, int64_t num_tokens, int64_t k, const void*
     case DType::Q4_1: return matmul_groups<BlockQ4_1>(a, num_tokens, nb, w, n_out, y);
     case DType::Q8_0: return matmul_groups<BlockQ8_0>(a, num_tokens, nb, w, n_out, y);
     case DType::Q4_K: return matmul_groups<BlockQ4_K>(a, num_tokens, nb, w, n_out, y);
+    case DType::Q5_K: return matmul_groups<BlockQ5_K>(a, num_tokens, nb, w, n_out, y);
     case DType::Q6_K: return matmul_groups<BlockQ6_K>(a, num_tokens, nb, w, n_out, y);
     default: return;
   }
