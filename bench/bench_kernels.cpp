@@ -87,7 +87,7 @@ class OnKernelCopy {
   CpuIsa isa_, before_;
 };
 
-// The server's path for Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K with 8-bit activations: rows packed at load
+// The server's path for every packed format (kernels::q8_packs) with 8-bit activations: rows packed at load
 // (pack_rows_for_q8), on one compiled copy of the kernels (kernels/cpu_isa.h: 1 avx2 .. 4 avx512-vnni).
 // Args: n_out, k, num_tokens, kernels.
 void BM_MatmulPacked(benchmark::State& state, DType t) {
@@ -134,6 +134,7 @@ BENCHMARK_CAPTURE(BM_MatmulPacked, Q8_0, DType::Q8_0)->Apply(PackedShapes);
 BENCHMARK_CAPTURE(BM_MatmulPacked, Q4_K, DType::Q4_K)->Apply(PackedSuperBlockShapes);
 BENCHMARK_CAPTURE(BM_MatmulPacked, Q5_K, DType::Q5_K)->Apply(PackedSuperBlockShapes);
 BENCHMARK_CAPTURE(BM_MatmulPacked, Q6_K, DType::Q6_K)->Apply(PackedSuperBlockShapes);
+BENCHMARK_CAPTURE(BM_MatmulPacked, IQ4_XS, DType::IQ4_XS)->Apply(PackedSuperBlockShapes);
 
 // The super-block formats need k in whole 256s: TinyLlama-1.1B's shapes (dim 2048, ffn 5632).
 void SuperBlockShapes(benchmark::internal::Benchmark* b) {
@@ -148,6 +149,7 @@ BENCHMARK_CAPTURE(BM_Matmul, Q4_K_q8, DType::Q4_K, true)->Apply(SuperBlockShapes
 BENCHMARK_CAPTURE(BM_Matmul, Q5_K_q8, DType::Q5_K, true)->Apply(SuperBlockShapes);
 BENCHMARK_CAPTURE(BM_Matmul, Q6_K, DType::Q6_K)->Apply(SuperBlockShapes);
 BENCHMARK_CAPTURE(BM_Matmul, Q6_K_q8, DType::Q6_K, true)->Apply(SuperBlockShapes);
+BENCHMARK_CAPTURE(BM_Matmul, IQ4_XS_q8, DType::IQ4_XS, true)->Apply(SuperBlockShapes);
 
 // SmolLM2 attention geometry: 9 query heads over 3 KV heads of 64 dims, 16-position blocks.
 // Args: sequences, context length, queries per sequence (1 = decode, context = prefill), kernels.

@@ -72,6 +72,12 @@ inline ScaleMin k_scale_min(const uint8_t* s, int j) {
   return {(s[j + 4] & 0x0f) | (s[j - 4] >> 6) << 4, (s[j + 4] >> 4) | (s[j] >> 6) << 4};
 }
 
+// IQ4_XS chunk c's scale as a signed integer (d times it scales the chunk): 4 low bits from
+// scales_l, 2 high bits from scales_h, minus 32.
+inline int iq4xs_scale_code(uint8_t scales_l_byte, uint16_t scales_h, int c) {
+  return (((scales_l_byte >> (4 * (c % 2))) & 0x0f) | ((scales_h >> (2 * c)) & 3) << 4) - 32;
+}
+
 constexpr int64_t kQuantBlock = 32;
 constexpr int64_t kSuperBlock = 256;
 // The non-linear 4-bit codebook of IQ4_NL and IQ4_XS.

@@ -40,9 +40,7 @@ inline float q6k_scale(const BlockQ6_K& b, int i, float d) { return d * float(b.
 
 // IQ4_XS chunk c.
 inline float iq4xs_scale(const BlockIQ4_XS& b, int c, float d) {
-  const int lo = (b.scales_l[c / 2] >> (4 * (c % 2))) & 0x0f;
-  const int hi = (b.scales_h >> (2 * c)) & 3;
-  return d * float((lo | hi << 4) - 32);
+  return d * float(iq4xs_scale_code(b.scales_l[c / 2], b.scales_h, c));
 }
 
 inline void decode_chunk(const BlockQ2_K& b, int c, float* out) {

@@ -20,6 +20,10 @@
 // Q4_0's nibbles and their high two bits, 8 bytes a row (byte j: elements j, j + 8, j + 16, j + 24
 // at bits 0, 2, 4, 6), row i's then row i + 4's for i = 0..3. 1,680 bytes: what eight rows of the
 // file take.
+//
+// IQ4_NL is Q4_0's block (its nibbles index kIQ4Values) and packs as Q4_0. IQ4_XS (namespace
+// iq4xs): per super-block of the eight rows, their d (f16), each chunk's 6-bit scale minus 32
+// ([chunk][row], int8), then each chunk's nibbles as Q4_0's. 1,104 bytes where eight rows take 1,088.
 #pragma once
 #include <cstddef>
 #include <type_traits>
@@ -40,6 +44,11 @@ struct Layout<BlockQ4_0> {
 template <>
 struct Layout<BlockQ4_1> {
   static constexpr bool kMin = true;
+  static constexpr int kCodeBytes = 16;
+};
+template <>
+struct Layout<BlockIQ4_NL> {  // Q4_0's block, its nibbles indexing kIQ4Values
+  static constexpr bool kMin = false;
   static constexpr int kCodeBytes = 16;
 };
 template <>
@@ -64,6 +73,7 @@ constexpr size_t kGroupBlock = kCodesAt<Block> + kRows * Layout<Block>::kCodeByt
 static_assert(kGroupBlock<BlockQ4_0> == kRows * sizeof(BlockQ4_0));
 static_assert(kGroupBlock<BlockQ4_1> == kRows * sizeof(BlockQ4_1));
 static_assert(kGroupBlock<BlockQ8_0> == kRows * sizeof(BlockQ8_0));
+static_assert(kGroupBlock<BlockIQ4_NL> == kRows * sizeof(BlockIQ4_NL));
 
 namespace q4k {
 constexpr size_t kDminAt = 2 * kRows;
@@ -93,5 +103,13 @@ static_assert(kGroupSuperBlock == kRows * sizeof(BlockQ6_K));
 // Where row r's 8 bytes of high bits go within a chunk's kChunkHigh.
 constexpr size_t high_offset(int r) { return 16 * size_t(r % 4) + 8 * size_t(r / 4); }
 }  // namespace q6k
+
+namespace iq4xs {
+constexpr size_t kScalesAt = 2 * kRows;  // [chunk][row]
+constexpr size_t kCodesAt = kScalesAt + 8 * kRows;
+constexpr size_t kChunkCodes = kRows * 16;
+constexpr size_t kGroupSuperBlock = kCodesAt + 8 * kChunkCodes;
+static_assert(kGroupSuperBlock == 1104);
+}  // namespace iq4xs
 
 }  // namespace flashserve::kernels::q8_packed

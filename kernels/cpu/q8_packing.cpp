@@ -90,17 +90,38 @@ void pack_q6k_groups(const BlockQ6_K* w, int64_t n_out, int64_t nsb, uint8_t* ou
   }
 }
 
+void pack_iq4xs_groups(const BlockIQ4_XS* w, int64_t n_out, int64_t nsb, uint8_t* out) {
+  using q8_packed::kRows;
+  namespace iq4xs = q8_packed::iq4xs;
+  for (int64_t g = 0; g * kRows < n_out; ++g) {
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      uint8_t* p = out + size_t(g * nsb + sb) * iq4xs::kGroupSuperBlock;
+      std::memset(p, 0, iq4xs::kGroupSuperBlock);  // rows past n_out stay zero: scale 0
+      for (int r = 0; r < kRows && g * kRows + r < n_out; ++r) {
+        const BlockIQ4_XS& src = w[(g * kRows + r) * nsb + sb];
+        std::memcpy(p + 2 * r, &src.d, 2);
+        for (int c = 0; c < 8; ++c) {
+          p[iq4xs::kScalesAt + kRows * c + r] = uint8_t(int8_t(iq4xs_scale_code(src.scales_l[c / 2], src.scales_h, c)));
+          std::memcpy(p + iq4xs::kCodesAt + iq4xs::kChunkCodes * c + q8_packed::code_offset<BlockQ4_0>(r, 0),
+                      src.qs + 16 * c, 16);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool q8_packs(DType wtype) {
   return wtype == DType::Q4_0 || wtype == DType::Q4_1 || wtype == DType::Q8_0 || wtype == DType::Q4_K ||
-         wtype == DType::Q5_K || wtype == DType::Q6_K;
+         wtype == DType::Q5_K || wtype == DType::Q6_K || wtype == DType::IQ4_NL || wtype == DType::IQ4_XS;
 }
 
 size_t q8_packed_bytes(DType wtype, int64_t n_out, int64_t k) {
   const int64_t groups = (n_out + q8_packed::kRows - 1) / q8_packed::kRows;
   if (wtype == DType::Q4_K) return size_t(groups * (k / kSuperBlock)) * q8_packed::q4k::kGroupSuperBlock;
   if (wtype == DType::Q5_K) return size_t(groups * (k / kSuperBlock)) * q8_packed::q4k::kQ5GroupSuperBlock;
+  if (wtype == DType::IQ4_XS) return size_t(groups * (k / kSuperBlock)) * q8_packed::iq4xs::kGroupSuperBlock;
   if (wtype == DType::Q6_K) return size_t(groups * (k / kSuperBlock)) * q8_packed::q6k::kGroupSuperBlock;
   return size_t(groups * q8_packed::kRows) * row_bytes(wtype, k);
 }
@@ -115,6 +136,8 @@ void pack_rows_for_q8(const void* w, DType wtype, int64_t n_out, int64_t k, void
     case DType::Q4_0: return pack_groups(static_cast<const BlockQ4_0*>(w), n_out, nb, o);
     case DType::Q4_1: return pack_groups(static_cast<const BlockQ4_1*>(w), n_out, nb, o);
     case DType::Q8_0: return pack_groups(static_cast<const BlockQ8_0*>(w), n_out, nb, o);
+    case DType::IQ4_NL: return pack_groups(static_cast<const BlockIQ4_NL*>(w), n_out, nb, o);
+    case DType::IQ4_XS: return pack_iq4xs_groups(static_cast<const BlockIQ4_XS*>(w), n_out, k / kSuperBlock, o);
     case DType::Q4_K: return pack_k_groups(static_cast<const BlockQ4_K*>(w), n_out, k / kSuperBlock, o);
     case DType::Q5_K: return pack_k_groups(static_cast<const BlockQ5_K*>(w), n_out, k / kSuperBlock, o);
     case DType::Q6_K: return pack_q6k_groups(static_cast<const BlockQ6_K*>(w), n_out, k / kSuperBlock, o);

@@ -307,15 +307,17 @@ TEST(MatmulQ8, NonFiniteActivationsFollowThePlainContract) {
 // counts around the groups of eight, odd and even block counts.
 TEST(MatmulQ8, PackedRowsGiveTheSameBits) {
   std::mt19937 rng(75);
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::IQ4_NL, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                  DType::IQ4_XS}) {
     ASSERT_TRUE(q8_packs(t));
     for (int64_t n_out : {1, 7, 8, 9, 24, 37}) {
       for (int64_t blocks : {1, 2, 3, 18}) {
         const int64_t k = blocks * block_elems(t);
         const auto w = random_blocks(rng, t, n_out * blocks);
         std::vector<uint8_t> packed(q8_packed_bytes(t, n_out, k));
-        // Q4_K's and Q5_K's unpacked chunk scales take 32 bytes more per super-block of eight rows.
-        const size_t extra = t == DType::Q4_K || t == DType::Q5_K ? size_t((n_out + 7) / 8 * blocks) * 32 : 0;
+        // Unpacked chunk scales take 32 (Q4_K, Q5_K) or 16 (IQ4_XS) bytes more per super-block of eight rows.
+        const size_t per_super_block = t == DType::Q4_K || t == DType::Q5_K ? 32 : t == DType::IQ4_XS ? 16 : 0;
+        const size_t extra = size_t((n_out + 7) / 8 * blocks) * per_super_block;
         ASSERT_EQ(packed.size(), size_t((n_out + 7) / 8 * 8) * row_bytes(t, k) + extra);
         pack_rows_for_q8(w.data(), t, n_out, k, packed.data());
         for (int64_t nt : {1, 2, 3, 5}) {

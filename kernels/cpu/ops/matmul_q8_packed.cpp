@@ -25,12 +25,18 @@ using q8_packed::kRows;
 enum class Offset { None, Min, MinusEightD };
 template <class B>
 constexpr bool kAffineK = std::is_same_v<B, BlockQ4_K> || std::is_same_v<B, BlockQ5_K>;
+// IQ4_NL and IQ4_XS: nibbles indexing kIQ4Values, signed codes as Q8_0's.
 template <class B>
-constexpr Offset kOffset = std::is_same_v<B, BlockQ8_0>                        ? Offset::None
+constexpr bool kLookup = std::is_same_v<B, BlockIQ4_NL> || std::is_same_v<B, BlockIQ4_XS>;
+template <class B>
+constexpr bool kSignedCodes = std::is_same_v<B, BlockQ8_0> || kLookup<B>;
+template <class B>
+constexpr Offset kOffset = kSignedCodes<B>                                        ? Offset::None
                            : std::is_same_v<B, BlockQ4_1> || kAffineK<B> ? Offset::Min
                                                                          : Offset::MinusEightD;
 namespace q4k = q8_packed::q4k;
 namespace q6k = q8_packed::q6k;
+namespace iq4xs = q8_packed::iq4xs;
 
 template <class B>
 constexpr bool kNibbles = !std::is_same_v<B, BlockQ8_0>;
@@ -46,9 +52,27 @@ struct Unpacked {
   __m256 d;              // scales, row order (Q6_K: of elements 0-15)
   __m256 d_hi;           // Q6_K: the scales of elements 16-31
   __m256 off;            // Q4_1: minimums; Q4_0: -8 d
-  __m256i lo[4], hi[4];  // elements 0-15 and 16-31 of rows i (low 128 bits) and i + 4; Q8_0: |code|
-  __m256i lo_sign[4], hi_sign[4];  // Q8_0: the codes, whose signs the activations take
+  __m256i lo[4], hi[4];  // elements 0-15 and 16-31 of rows i (low 128 bits) and i + 4; signed: |code|
+  __m256i lo_sign[4], hi_sign[4];  // signed codes (kSignedCodes): the codes, whose signs the activations take
 };
+
+// Four vectors of nibbles in Q4_0's layout (codes_at) into u.lo / u.hi; with kLookup, the IQ4
+// values they index, as signed codes.
+template <bool kLookupValues>
+void unpack_nibbles(const uint8_t* codes, Unpacked& u) {
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  for (int i = 0; i < 4; ++i) {
+    const __m256i z = tile::load_bytes32(codes + 32 * i);
+    u.lo[i] = _mm256_and_si256(z, nibble);
+    u.hi[i] = _mm256_and_si256(_mm256_srli_epi16(z, 4), nibble);
+    if constexpr (kLookupValues) {
+      u.lo_sign[i] = tile::iq4_lookup(u.lo[i]);
+      u.hi_sign[i] = tile::iq4_lookup(u.hi[i]);
+      u.lo[i] = _mm256_sign_epi8(u.lo_sign[i], u.lo_sign[i]);
+      u.hi[i] = _mm256_sign_epi8(u.hi_sign[i], u.hi_sign[i]);
+    }
+  }
+}
 
 template <class B>
 Unpacked unpack(const uint8_t* p) {
@@ -60,18 +84,29 @@ Unpacked unpack(const uint8_t* p) {
   }
   if constexpr (kOffset<B> == Offset::MinusEightD) u.off = _mm256_mul_ps(u.d, _mm256_set1_ps(-8.0f));
   const uint8_t* codes = p + q8_packed::kCodesAt<B>;
-  for (int i = 0; i < 4; ++i) {
-    if constexpr (kNibbles<B>) {
-      const __m256i z = tile::load_bytes32(codes + 32 * i), nibble = _mm256_set1_epi8(0x0f);
-      u.lo[i] = _mm256_and_si256(z, nibble);
-      u.hi[i] = _mm256_and_si256(_mm256_srli_epi16(z, 4), nibble);
-    } else {
+  if constexpr (kNibbles<B>) {
+    unpack_nibbles<kLookup<B>>(codes, u);
+  } else {
+    for (int i = 0; i < 4; ++i) {
       u.lo_sign[i] = tile::load_bytes32(codes + 64 * i);
       u.hi_sign[i] = tile::load_bytes32(codes + 64 * i + 32);
       u.lo[i] = _mm256_sign_epi8(u.lo_sign[i], u.lo_sign[i]);
       u.hi[i] = _mm256_sign_epi8(u.hi_sign[i], u.hi_sign[i]);
     }
   }
+  return u;
+}
+
+// IQ4_XS chunk b: d times each row's chunk scale.
+Unpacked unpack_iq4xs(const uint8_t* g, int64_t b) {
+  const uint8_t* p = g + size_t(b / 8) * iq4xs::kGroupSuperBlock;
+  const int c = int(b % 8);
+  Unpacked u;
+  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + iq4xs::kScalesAt + kRows * c));
+  u.d = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
+  u.off = _mm256_setzero_ps();
+  unpack_nibbles<true>(p + iq4xs::kCodesAt + iq4xs::kChunkCodes * c, u);
   return u;
 }
 
@@ -153,6 +188,7 @@ template <class B>
 Unpacked unpack_chunk(const uint8_t* g, int64_t b) {
   if constexpr (kAffineK<B>) return unpack_k<B>(g, b);
   else if constexpr (std::is_same_v<B, BlockQ6_K>) return unpack_q6k(g, b);
+  else if constexpr (std::is_same_v<B, BlockIQ4_XS>) return unpack_iq4xs(g, b);
   else return unpack<B>(group_block<B>(g, b));
 }
 
@@ -188,7 +224,7 @@ void group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y, int64
       }
       __m256i l[4];
       for (int i = 0; i < 4; ++i) {
-        if constexpr (kNibbles<B>) {
+        if constexpr (!kSignedCodes<B>) {
           l[i] = q8::nibble_lane_sums(u.lo[i], x_lo, u.hi[i], x_hi);
         } else {
           const __m256i lo = q8::lane_sums(u.lo[i], _mm256_sign_epi8(x_lo, u.lo_sign[i]));
@@ -267,6 +303,11 @@ void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t
             if constexpr (std::is_same_v<B, BlockQ5_K>) {
               highs = p + q4k::kHighsAt + q4k::kChunkHighs * c + q4k::high_offset(r);
             }
+          } else if constexpr (std::is_same_v<B, BlockIQ4_XS>) {
+            const uint8_t* p = g + size_t(b / 8) * iq4xs::kGroupSuperBlock;
+            const int c = int(b % 8);
+            d = u16_half(p + 2 * r) * float(int8_t(p[iq4xs::kScalesAt + kRows * c + r]));
+            codes = p + iq4xs::kCodesAt + iq4xs::kChunkCodes * c;
           } else {
             const uint8_t* p = group_block<B>(g, b);
             d = u16_half(p + 2 * r);
@@ -280,6 +321,7 @@ void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t
               const uint8_t byte = codes[q8_packed::code_offset<BlockQ4_0>(r, 0) + e % 16];
               code = e < 16 ? byte & 0x0f : byte >> 4;
               if (highs) code |= ((highs[e / 8] >> (e % 8)) & 1) << 4;
+              if constexpr (kLookup<B>) code = kIQ4Values[code];
             } else {
               code = int8_t(codes[q8_packed::code_offset<B>(r, e / 16) + e % 16]);
             }
@@ -305,6 +347,7 @@ void matmul_groups(const ActBlock* a, int64_t num_tokens, int64_t nb, const uint
   size_t group_bytes;
   if constexpr (kAffineK<B>) group_bytes = size_t(nb / 8) * q4k::kGroupBytes<B>;
   else if constexpr (std::is_same_v<B, BlockQ6_K>) group_bytes = size_t(nb / 8) * q6k::kGroupSuperBlock;
+  else if constexpr (std::is_same_v<B, BlockIQ4_XS>) group_bytes = size_t(nb / 8) * iq4xs::kGroupSuperBlock;
   else group_bytes = size_t(nb) * q8_packed::kGroupBlock<B>;
   parallel_for(groups, [&](int64_t begin, int64_t end) {
     for (int64_t g = begin; g < end; ++g) {
@@ -331,6 +374,8 @@ void matmul_q8_packed(const float* x, int64_t num_tokens, int64_t k, const void*
     case DType::Q4_0: return matmul_groups<BlockQ4_0>(a, num_tokens, nb, w, n_out, y);
     case DType::Q4_1: return matmul_groups<BlockQ4_1>(a, num_tokens, nb, w, n_out, y);
     case DType::Q8_0: return matmul_groups<BlockQ8_0>(a, num_tokens, nb, w, n_out, y);
+    case DType::IQ4_NL: return matmul_groups<BlockIQ4_NL>(a, num_tokens, nb, w, n_out, y);
+    case DType::IQ4_XS: return matmul_groups<BlockIQ4_XS>(a, num_tokens, nb, w, n_out, y);
     case DType::Q4_K: return matmul_groups<BlockQ4_K>(a, num_tokens, nb, w, n_out, y);
     case DType::Q5_K: return matmul_groups<BlockQ5_K>(a, num_tokens, nb, w, n_out, y);
     case DType::Q6_K: return matmul_groups<BlockQ6_K>(a, num_tokens, nb, w, n_out, y);
