@@ -15,7 +15,11 @@ sdist_sha=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 src="$cache/llama_cpp_python-$version/vendor/llama.cpp"
 isa="${ISA:-native}"
 case "$isa" in
-  native) build="$cache/build"; isa_flags=(-DGGML_NATIVE=ON) ;;
+  # Without AMX: llama.cpp 0.3.36's AMX matmul crashes on a Sapphire Rapids VM (SIGSEGV in
+  # ggml_backend_amx_mul_mat on every model), and flashserve has no AMX kernels, so like for like.
+  native) build="$cache/build"
+          isa_flags=(-DGGML_NATIVE=ON "-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+                     "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16") ;;
   avx2) build="$cache/build-avx2"
         isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
                    -DGGML_AVX512=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF) ;;
@@ -38,11 +42,18 @@ if [ ! -f "$src/include/llama.h" ]; then
 fi
 
 # 2. llama.cpp itself. No network at build time: no prebuilt web UI, no OpenSSL/curl downloads.
+# A build configured with other flags (an older version of this script) is started over.
+stamp="$build/flashserve-flags.txt"
+if [ -f "$build/build.ninja" ] && [ "$(cat "$stamp" 2>/dev/null)" != "${isa_flags[*]}" ]; then
+  echo "llamacpp: $build was configured with other flags; building it again"
+  rm -rf "$build"
+fi
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF "${isa_flags[@]}" \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
     -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF
+  echo "${isa_flags[*]}" > "$stamp"
 fi
 missing=()
 for t in "${targets[@]}"; do [ -x "$bin/$t" ] || missing+=("$t"); done

@@ -11,103 +11,84 @@
 namespace flashserve::kernels {
 namespace {
 
-template <class Block>
-void pack_groups(const Block* w, int64_t n_out, int64_t nb, uint8_t* out) {
-  using q8_packed::kRows;
-  using L = q8_packed::Layout<Block>;
+using q8_packed::kRows;
+
+// Calls pack(p, r, src) for each group of eight rows, each block of `blocks` in them and each row r
+// of the group, p being the group block's `bytes` (zeroed first: rows past n_out stay zero, scale 0)
+// and src row r's block in the file.
+template <class Block, class Pack>
+void for_each_group_block(const Block* w, int64_t n_out, int64_t blocks, size_t bytes, uint8_t* out, Pack pack) {
   for (int64_t g = 0; g * kRows < n_out; ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* p = out + size_t(g * nb + b) * q8_packed::kGroupBlock<Block>;
-      std::memset(p, 0, q8_packed::kGroupBlock<Block>);  // rows past n_out stay zero: scale 0
-      for (int r = 0; r < kRows && g * kRows + r < n_out; ++r) {
-        const Block& src = w[(g * kRows + r) * nb + b];
-        std::memcpy(p + 2 * r, &src.d, 2);
-        if constexpr (L::kMin) std::memcpy(p + q8_packed::kMinAt<Block> + 2 * r, &src.m, 2);
-        for (int part = 0; part < L::kCodeBytes / 16; ++part) {
-          std::memcpy(p + q8_packed::kCodesAt<Block> + q8_packed::code_offset<Block>(r, part), src.qs + 16 * part, 16);
-        }
-      }
+    for (int64_t b = 0; b < blocks; ++b) {
+      uint8_t* p = out + size_t(g * blocks + b) * bytes;
+      std::memset(p, 0, bytes);
+      for (int r = 0; r < kRows && g * kRows + r < n_out; ++r) pack(p, r, w[(g * kRows + r) * blocks + b]);
     }
   }
+}
+
+template <class Block>
+void pack_groups(const Block* w, int64_t n_out, int64_t nb, uint8_t* out) {
+  using L = q8_packed::Layout<Block>;
+  for_each_group_block(w, n_out, nb, q8_packed::kGroupBlock<Block>, out, [](uint8_t* p, int r, const Block& src) {
+    std::memcpy(p + 2 * r, &src.d, 2);
+    if constexpr (L::kMin) std::memcpy(p + q8_packed::kMinAt<Block> + 2 * r, &src.m, 2);
+    for (int part = 0; part < L::kCodeBytes / 16; ++part) {
+      std::memcpy(p + q8_packed::kCodesAt<Block> + q8_packed::code_offset<Block>(r, part), src.qs + 16 * part, 16);
+    }
+  });
 }
 
 // Q4_K, or Q5_K with its fifth bits.
 template <class Block>
 void pack_k_groups(const Block* w, int64_t n_out, int64_t nsb, uint8_t* out) {
-  using q8_packed::kRows;
   namespace q4k = q8_packed::q4k;
-  constexpr size_t kBytes = q4k::kGroupBytes<Block>;
-  for (int64_t g = 0; g * kRows < n_out; ++g) {
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-      uint8_t* p = out + size_t(g * nsb + sb) * kBytes;
-      std::memset(p, 0, kBytes);  // rows past n_out stay zero: scale 0
-      for (int r = 0; r < kRows && g * kRows + r < n_out; ++r) {
-        const Block& src = w[(g * kRows + r) * nsb + sb];
-        std::memcpy(p + 2 * r, &src.d, 2);
-        std::memcpy(p + q4k::kDminAt + 2 * r, &src.dmin, 2);
-        for (int c = 0; c < 8; ++c) {
-          const ScaleMin sm = k_scale_min(src.scales, c);
-          p[q4k::kScalesAt + kRows * c + r] = uint8_t(sm.sc);
-          p[q4k::kMinsAt + kRows * c + r] = uint8_t(sm.m);
-          uint8_t* codes = p + q4k::kCodesAt + q4k::kChunkCodes * c + q8_packed::code_offset<BlockQ4_0>(r, 0);
-          auto code = [&](int e) { return (src.qs[32 * (c / 2) + e] >> (4 * (c % 2))) & 0x0f; };
-          for (int j = 0; j < 16; ++j) codes[j] = uint8_t(code(j) | code(j + 16) << 4);
-          if constexpr (std::is_same_v<Block, BlockQ5_K>) {
-            uint8_t* highs = p + q4k::kHighsAt + q4k::kChunkHighs * c + q4k::high_offset(r);
-            for (int e = 0; e < 32; ++e) highs[e / 8] |= uint8_t(((src.qh[e] >> c) & 1) << (e % 8));
-          }
-        }
+  for_each_group_block(w, n_out, nsb, q4k::kGroupBytes<Block>, out, [](uint8_t* p, int r, const Block& src) {
+    std::memcpy(p + 2 * r, &src.d, 2);
+    std::memcpy(p + q4k::kDminAt + 2 * r, &src.dmin, 2);
+    for (int c = 0; c < 8; ++c) {
+      const ScaleMin sm = k_scale_min(src.scales, c);
+      p[q4k::kScalesAt + kRows * c + r] = uint8_t(sm.sc);
+      p[q4k::kMinsAt + kRows * c + r] = uint8_t(sm.m);
+      uint8_t* codes = p + q4k::kCodesAt + q4k::kChunkCodes * c + q8_packed::code_offset<BlockQ4_0>(r, 0);
+      auto code = [&](int e) { return (src.qs[32 * (c / 2) + e] >> (4 * (c % 2))) & 0x0f; };
+      for (int j = 0; j < 16; ++j) codes[j] = uint8_t(code(j) | code(j + 16) << 4);
+      if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+        uint8_t* highs = p + q4k::kHighsAt + q4k::kChunkHighs * c + q4k::high_offset(r);
+        for (int e = 0; e < 32; ++e) highs[e / 8] |= uint8_t(((src.qh[e] >> c) & 1) << (e % 8));
       }
     }
-  }
+  });
 }
 
 void pack_q6k_groups(const BlockQ6_K* w, int64_t n_out, int64_t nsb, uint8_t* out) {
-  using q8_packed::kRows;
   namespace q6k = q8_packed::q6k;
-  for (int64_t g = 0; g * kRows < n_out; ++g) {
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-      uint8_t* p = out + size_t(g * nsb + sb) * q6k::kGroupSuperBlock;
-      std::memset(p, 0, q6k::kGroupSuperBlock);  // rows past n_out stay zero: scale 0
-      for (int r = 0; r < kRows && g * kRows + r < n_out; ++r) {
-        const BlockQ6_K& src = w[(g * kRows + r) * nsb + sb];
-        std::memcpy(p + 2 * r, &src.d, 2);
-        for (int i = 0; i < 16; ++i) p[q6k::kScalesAt + kRows * i + r] = uint8_t(src.scales[i]);
-        for (int c = 0; c < 8; ++c) {
-          const int h = c / 4, q = c % 4;
-          auto low = [&](int e) { return (src.ql[64 * h + 32 * (q % 2) + e] >> (4 * (q / 2))) & 0x0f; };
-          auto high = [&](int e) { return (src.qh[32 * h + e] >> (2 * q)) & 3; };
-          uint8_t* chunk = p + q6k::kChunksAt + q6k::kChunkBytes * c;
-          uint8_t* nibbles = chunk + q8_packed::code_offset<BlockQ4_0>(r, 0);
-          for (int j = 0; j < 16; ++j) nibbles[j] = uint8_t(low(j) | low(j + 16) << 4);
-          uint8_t* highs = chunk + q6k::kChunkLow + q6k::high_offset(r);
-          for (int j = 0; j < 8; ++j) {
-            highs[j] = uint8_t(high(j) | high(j + 8) << 2 | high(j + 16) << 4 | high(j + 24) << 6);
-          }
-        }
-      }
+  for_each_group_block(w, n_out, nsb, q6k::kGroupSuperBlock, out, [](uint8_t* p, int r, const BlockQ6_K& src) {
+    std::memcpy(p + 2 * r, &src.d, 2);
+    for (int i = 0; i < 16; ++i) p[q6k::kScalesAt + kRows * i + r] = uint8_t(src.scales[i]);
+    for (int c = 0; c < 8; ++c) {
+      const int h = c / 4, q = c % 4;
+      auto low = [&](int e) { return (src.ql[64 * h + 32 * (q % 2) + e] >> (4 * (q / 2))) & 0x0f; };
+      auto high = [&](int e) { return (src.qh[32 * h + e] >> (2 * q)) & 3; };
+      uint8_t* chunk = p + q6k::kChunksAt + q6k::kChunkBytes * c;
+      uint8_t* nibbles = chunk + q8_packed::code_offset<BlockQ4_0>(r, 0);
+      for (int j = 0; j < 16; ++j) nibbles[j] = uint8_t(low(j) | low(j + 16) << 4);
+      uint8_t* highs = chunk + q6k::kChunkLow + q6k::high_offset(r);
+      for (int j = 0; j < 8; ++j) highs[j] = uint8_t(high(j) | high(j + 8) << 2 | high(j + 16) << 4 | high(j + 24) << 6);
     }
-  }
+  });
 }
 
 void pack_iq4xs_groups(const BlockIQ4_XS* w, int64_t n_out, int64_t nsb, uint8_t* out) {
-  using q8_packed::kRows;
   namespace iq4xs = q8_packed::iq4xs;
-  for (int64_t g = 0; g * kRows < n_out; ++g) {
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-      uint8_t* p = out + size_t(g * nsb + sb) * iq4xs::kGroupSuperBlock;
-      std::memset(p, 0, iq4xs::kGroupSuperBlock);  // rows past n_out stay zero: scale 0
-      for (int r = 0; r < kRows && g * kRows + r < n_out; ++r) {
-        const BlockIQ4_XS& src = w[(g * kRows + r) * nsb + sb];
-        std::memcpy(p + 2 * r, &src.d, 2);
-        for (int c = 0; c < 8; ++c) {
-          p[iq4xs::kScalesAt + kRows * c + r] = uint8_t(int8_t(iq4xs_scale_code(src.scales_l[c / 2], src.scales_h, c)));
-          std::memcpy(p + iq4xs::kCodesAt + iq4xs::kChunkCodes * c + q8_packed::code_offset<BlockQ4_0>(r, 0),
-                      src.qs + 16 * c, 16);
-        }
-      }
+  for_each_group_block(w, n_out, nsb, iq4xs::kGroupSuperBlock, out, [](uint8_t* p, int r, const BlockIQ4_XS& src) {
+    std::memcpy(p + 2 * r, &src.d, 2);
+    for (int c = 0; c < 8; ++c) {
+      p[iq4xs::kScalesAt + kRows * c + r] = uint8_t(int8_t(iq4xs_scale_code(src.scales_l[c / 2], src.scales_h, c)));
+      std::memcpy(p + iq4xs::kCodesAt + iq4xs::kChunkCodes * c + q8_packed::code_offset<BlockQ4_0>(r, 0), src.qs + 16 * c,
+                  16);
     }
-  }
+  });
 }
 
 }  // namespace
