@@ -95,46 +95,7 @@ compare_one() {  # the rounds on $model, into $dir
     kill "$pid"; wait "$pid" 2> /dev/null || true
   done
 
-  "$py" - "$dir" "$rounds" <<'EOF' | tee "$dir/ratios.txt"
-import json, os, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
-def ours(r, name):
-    if not os.path.exists(f"{out}/bench_forward.{r}.json"):
-        return None
-    for b in json.load(open(f"{out}/bench_forward.{r}.json"))["benchmarks"]:
-        if b["name"].startswith(name):
-            return b["items_per_second"]
-def theirs(r, test, depth):
-    if not os.path.exists(f"{out}/llama-bench.{r}.json"):
-        return None
-    for b in json.load(open(f"{out}/llama-bench.{r}.json")):
-        if (b["n_prompt"], b["n_gen"], b.get("n_depth", 0)) == test + (depth,):
-            return b["avg_ts"]
-# q8: 8-bit activations, the server's default; f32: the exact reference path (--cpu-activations f32).
-rows = [("prefill 512 tok/s, q8", "BM_Prefill/tokens:512/q8:1", (512, 0), 0),
-        ("prefill 512 tok/s, f32", "BM_Prefill/tokens:512/q8:0", (512, 0), 0),
-        ("decode, 128 cached, q8", "BM_Decode/batch:1/context:128/q8:1", (0, 128), 0),
-        ("decode, 128 cached, f32", "BM_Decode/batch:1/context:128/q8:0", (0, 128), 0),
-        ("decode, 1024 cached, q8", "BM_Decode/batch:1/context:1024/q8:1", (0, 128), 1024),
-        ("decode, 1024 cached, f32", "BM_Decode/batch:1/context:1024/q8:0", (0, 128), 1024)]
-print(f"{'':28s}" + "".join(f"  round {r}: ours / llama.cpp = ratio" for r in range(1, rounds + 1)))
-for label, name, test, depth in rows:
-    cells = []
-    for r in range(1, rounds + 1):
-        a, b = ours(r, name), theirs(r, test, depth)
-        cells.append(f"  {a:8.1f} / {b:8.1f} = {a / b:5.2f}x" if a and b else "  (missing)")
-    print(f"{label:28s}" + "".join(cells))
-for kind in ("c16", "open"):
-    for r in range(1, rounds + 1):
-        path = f"{out}/flashserve.{kind}.{r}.json"
-        if not os.path.exists(path):
-            continue
-        f, l = json.load(open(path)), json.load(open(f"{out}/llama-server.{kind}.{r}.json"))
-        print(f"serving {kind} round {r}: output tok/s {f['output_throughput']:.1f} / {l['output_throughput']:.1f} = "
-              f"{f['output_throughput'] / max(l['output_throughput'], 1e-9):.2f}x; P99 ITL {f['itl']['p99_ms']:.0f} / "
-              f"{l['itl']['p99_ms']:.0f} ms (our median TPOT {f['tpot']['median_ms']:.0f} ms); P99 TTFT "
-              f"{f['ttft']['p99_ms']:.0f} / {l['ttft']['p99_ms']:.0f} ms")
-EOF
+  "$py" bench/compare_llamacpp_report.py rounds "$dir" "$rounds" | tee "$dir/ratios.txt"
 }
 
 for model in "${models[@]}"; do
@@ -144,53 +105,5 @@ for model in "${models[@]}"; do
   compare_one
 done
 
-"$py" - "$out" "$rounds" "${models[@]}" <<'EOF' | tee "$out/summary.txt"
-import json, os, statistics, sys
-from gguf import GGUFReader
-out, rounds, models = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-bandwidth = json.load(open(f"{out}/read_bandwidth.json"))["benchmarks"][0]["bytes_per_second"]
-def step_bytes(path):  # what one decode step reads: every tensor but the embedding table, unless it is the head
-    tensors = {t.name: int(t.n_bytes) for t in GGUFReader(path).tensors}
-    return sum(n for name, n in tensors.items() if name != "token_embd.weight" or "output.weight" not in tensors)
-def median(values):
-    values = [v for v in values if v]
-    return statistics.median(values) if values else None
-def ours(d, r, name):
-    path = f"{d}/bench_forward.{r}.json"
-    if os.path.exists(path):
-        for b in json.load(open(path))["benchmarks"]:
-            if b["name"].startswith(name):
-                return b["items_per_second"]
-def theirs(d, r, test, depth):
-    path = f"{d}/llama-bench.{r}.json"
-    if os.path.exists(path):
-        for b in json.load(open(path)):
-            if (b["n_prompt"], b["n_gen"], b.get("n_depth", 0)) == test + (depth,):
-                return b["avg_ts"]
-def serving(d, r, who):
-    path = f"{d}/{who}.c16.{r}.json"
-    return json.load(open(path)) if os.path.exists(path) else None
-print(f"read bandwidth {bandwidth / 1e9:.1f} GB/s; medians over {rounds} round(s); ours / llama.cpp, q8 activations")
-print(f"{'file':44s} {'prefill 512':>12s} {'decode @128':>12s} {'decode @1024':>12s} {'decode/bound':>13s} "
-      f"{'c16 output':>11s} {'P99 ITL/TPOT':>13s}")
-cases = (("BM_Prefill/tokens:512/q8:1", (512, 0), 0), ("BM_Decode/batch:1/context:128/q8:1", (0, 128), 0),
-         ("BM_Decode/batch:1/context:1024/q8:1", (0, 128), 1024))
-for m in models:
-    d = f"{out}/{os.path.basename(m)[:-5]}"
-    cells = []
-    for name, test, depth in cases:
-        a = median([ours(d, r, name) for r in range(1, rounds + 1)])
-        b = median([theirs(d, r, test, depth) for r in range(1, rounds + 1)])
-        cells.append(f"{a / b:11.2f}x" if a and b else f"{'-':>12s}")
-    decode = median([ours(d, r, cases[1][0]) for r in range(1, rounds + 1)])
-    cells.append(f"{decode * step_bytes(m) / bandwidth:13.0%}" if decode else f"{'-':>13s}")
-    pairs = [(serving(d, r, "flashserve"), serving(d, r, "llama-server")) for r in range(1, rounds + 1)]
-    pairs = [(a, b) for a, b in pairs if a and b]
-    if pairs:
-        cells.append(f"{median([a['output_throughput'] / b['output_throughput'] for a, b in pairs]):10.2f}x")
-        cells.append(f"{median([a['itl']['p99_ms'] / a['tpot']['median_ms'] for a, _ in pairs]):12.2f}x")
-    else:
-        cells += [f"{'-':>11s}", f"{'-':>13s}"]
-    print(f"{os.path.basename(m):44s} " + " ".join(cells))
-EOF
+"$py" bench/compare_llamacpp_report.py summary "$out" "$rounds" "${models[@]}" | tee "$out/summary.txt"
 echo "compare: raw results in $out"

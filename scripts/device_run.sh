@@ -21,10 +21,8 @@ model="$PWD/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 # The binaries' own libraries, then CUDA's: the toolkit's, else those PyTorch's wheels bring.
 library_path() {
   local dirs="$PWD/.device/lib" lib
-  for lib in $(find /usr/local/cuda*/ /opt /usr/lib -name 'libcublasLt.so.13*' 2>/dev/null | head -3); do
-    dirs="$dirs:$(dirname "$lib")"
-  done
-  for lib in $(find /usr/local/cuda*/ /opt /usr/lib -name 'libcudart.so.13*' 2>/dev/null | head -3); do
+  for lib in $(find /usr/local/cuda*/ /opt /usr/lib \( -name 'libcublasLt.so.13*' -o -name 'libcudart.so.13*' \) \
+                2>/dev/null | head -6); do
     dirs="$dirs:$(dirname "$lib")"
   done
   echo "$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

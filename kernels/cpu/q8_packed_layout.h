@@ -88,8 +88,6 @@ constexpr size_t kHighsAt = kGroupSuperBlock;
 constexpr size_t kChunkHighs = kRows * 4;
 constexpr size_t kQ5GroupSuperBlock = kHighsAt + 8 * kChunkHighs;
 constexpr size_t high_offset(int r) { return 8 * size_t(r % 4) + 4 * size_t(r / 4); }
-template <class Block>
-constexpr size_t kGroupBytes = std::is_same_v<Block, BlockQ5_K> ? kQ5GroupSuperBlock : kGroupSuperBlock;
 }  // namespace q4k
 
 namespace q6k {
@@ -111,5 +109,28 @@ constexpr size_t kChunkCodes = kRows * 16;
 constexpr size_t kGroupSuperBlock = kCodesAt + 8 * kChunkCodes;
 static_assert(kGroupSuperBlock == 1104);
 }  // namespace iq4xs
+
+// What a group of eight rows takes per block of the file (32 elements, or a super-block of 256), and
+// how many 32-element chunks such a block holds.
+template <class Block>
+constexpr size_t kPackedBlockBytes = kGroupBlock<Block>;
+template <>
+inline constexpr size_t kPackedBlockBytes<BlockQ4_K> = q4k::kGroupSuperBlock;
+template <>
+inline constexpr size_t kPackedBlockBytes<BlockQ5_K> = q4k::kQ5GroupSuperBlock;
+template <>
+inline constexpr size_t kPackedBlockBytes<BlockQ6_K> = q6k::kGroupSuperBlock;
+template <>
+inline constexpr size_t kPackedBlockBytes<BlockIQ4_XS> = iq4xs::kGroupSuperBlock;
+template <class Block>
+constexpr int kChunksPerBlock = 1;
+template <>
+inline constexpr int kChunksPerBlock<BlockQ4_K> = 8;
+template <>
+inline constexpr int kChunksPerBlock<BlockQ5_K> = 8;
+template <>
+inline constexpr int kChunksPerBlock<BlockQ6_K> = 8;
+template <>
+inline constexpr int kChunksPerBlock<BlockIQ4_XS> = 8;
 
 }  // namespace flashserve::kernels::q8_packed

@@ -14,10 +14,11 @@ namespace {
 using q8_packed::kRows;
 
 // Calls pack(p, r, src) for each group of eight rows, each block of `blocks` in them and each row r
-// of the group, p being the group block's `bytes` (zeroed first: rows past n_out stay zero, scale 0)
-// and src row r's block in the file.
+// of the group, p being the group block's kPackedBlockBytes (zeroed first: rows past n_out stay zero,
+// scale 0) and src row r's block in the file.
 template <class Block, class Pack>
-void for_each_group_block(const Block* w, int64_t n_out, int64_t blocks, size_t bytes, uint8_t* out, Pack pack) {
+void for_each_group_block(const Block* w, int64_t n_out, int64_t blocks, uint8_t* out, Pack pack) {
+  constexpr size_t bytes = q8_packed::kPackedBlockBytes<Block>;
   for (int64_t g = 0; g * kRows < n_out; ++g) {
     for (int64_t b = 0; b < blocks; ++b) {
       uint8_t* p = out + size_t(g * blocks + b) * bytes;
@@ -30,7 +31,7 @@ void for_each_group_block(const Block* w, int64_t n_out, int64_t blocks, size_t 
 template <class Block>
 void pack_groups(const Block* w, int64_t n_out, int64_t nb, uint8_t* out) {
   using L = q8_packed::Layout<Block>;
-  for_each_group_block(w, n_out, nb, q8_packed::kGroupBlock<Block>, out, [](uint8_t* p, int r, const Block& src) {
+  for_each_group_block(w, n_out, nb, out, [](uint8_t* p, int r, const Block& src) {
     std::memcpy(p + 2 * r, &src.d, 2);
     if constexpr (L::kMin) std::memcpy(p + q8_packed::kMinAt<Block> + 2 * r, &src.m, 2);
     for (int part = 0; part < L::kCodeBytes / 16; ++part) {
@@ -43,7 +44,7 @@ void pack_groups(const Block* w, int64_t n_out, int64_t nb, uint8_t* out) {
 template <class Block>
 void pack_k_groups(const Block* w, int64_t n_out, int64_t nsb, uint8_t* out) {
   namespace q4k = q8_packed::q4k;
-  for_each_group_block(w, n_out, nsb, q4k::kGroupBytes<Block>, out, [](uint8_t* p, int r, const Block& src) {
+  for_each_group_block(w, n_out, nsb, out, [](uint8_t* p, int r, const Block& src) {
     std::memcpy(p + 2 * r, &src.d, 2);
     std::memcpy(p + q4k::kDminAt + 2 * r, &src.dmin, 2);
     for (int c = 0; c < 8; ++c) {
@@ -63,7 +64,7 @@ void pack_k_groups(const Block* w, int64_t n_out, int64_t nsb, uint8_t* out) {
 
 void pack_q6k_groups(const BlockQ6_K* w, int64_t n_out, int64_t nsb, uint8_t* out) {
   namespace q6k = q8_packed::q6k;
-  for_each_group_block(w, n_out, nsb, q6k::kGroupSuperBlock, out, [](uint8_t* p, int r, const BlockQ6_K& src) {
+  for_each_group_block(w, n_out, nsb, out, [](uint8_t* p, int r, const BlockQ6_K& src) {
     std::memcpy(p + 2 * r, &src.d, 2);
     for (int i = 0; i < 16; ++i) p[q6k::kScalesAt + kRows * i + r] = uint8_t(src.scales[i]);
     for (int c = 0; c < 8; ++c) {
@@ -81,7 +82,7 @@ void pack_q6k_groups(const BlockQ6_K* w, int64_t n_out, int64_t nsb, uint8_t* ou
 
 void pack_iq4xs_groups(const BlockIQ4_XS* w, int64_t n_out, int64_t nsb, uint8_t* out) {
   namespace iq4xs = q8_packed::iq4xs;
-  for_each_group_block(w, n_out, nsb, iq4xs::kGroupSuperBlock, out, [](uint8_t* p, int r, const BlockIQ4_XS& src) {
+  for_each_group_block(w, n_out, nsb, out, [](uint8_t* p, int r, const BlockIQ4_XS& src) {
     std::memcpy(p + 2 * r, &src.d, 2);
     for (int c = 0; c < 8; ++c) {
       p[iq4xs::kScalesAt + kRows * c + r] = uint8_t(int8_t(iq4xs_scale_code(src.scales_l[c / 2], src.scales_h, c)));
@@ -93,37 +94,60 @@ void pack_iq4xs_groups(const BlockIQ4_XS* w, int64_t n_out, int64_t nsb, uint8_t
 
 }  // namespace
 
+namespace {
+
+// Calls f(block) with a value of the file's block type of a packed format; false if wtype is not one.
+template <class F>
+bool visit_packed(DType wtype, F f) {
+  switch (wtype) {
+    case DType::Q4_0: return f(BlockQ4_0{}), true;
+    case DType::Q4_1: return f(BlockQ4_1{}), true;
+    case DType::Q8_0: return f(BlockQ8_0{}), true;
+    case DType::IQ4_NL: return f(BlockIQ4_NL{}), true;
+    case DType::Q4_K: return f(BlockQ4_K{}), true;
+    case DType::Q5_K: return f(BlockQ5_K{}), true;
+    case DType::Q6_K: return f(BlockQ6_K{}), true;
+    case DType::IQ4_XS: return f(BlockIQ4_XS{}), true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
 bool q8_packs(DType wtype) {
-  return wtype == DType::Q4_0 || wtype == DType::Q4_1 || wtype == DType::Q8_0 || wtype == DType::Q4_K ||
-         wtype == DType::Q5_K || wtype == DType::Q6_K || wtype == DType::IQ4_NL || wtype == DType::IQ4_XS;
+  return visit_packed(wtype, [](auto) {});
 }
 
 size_t q8_packed_bytes(DType wtype, int64_t n_out, int64_t k) {
   const int64_t groups = (n_out + q8_packed::kRows - 1) / q8_packed::kRows;
-  if (wtype == DType::Q4_K) return size_t(groups * (k / kSuperBlock)) * q8_packed::q4k::kGroupSuperBlock;
-  if (wtype == DType::Q5_K) return size_t(groups * (k / kSuperBlock)) * q8_packed::q4k::kQ5GroupSuperBlock;
-  if (wtype == DType::IQ4_XS) return size_t(groups * (k / kSuperBlock)) * q8_packed::iq4xs::kGroupSuperBlock;
-  if (wtype == DType::Q6_K) return size_t(groups * (k / kSuperBlock)) * q8_packed::q6k::kGroupSuperBlock;
-  return size_t(groups * q8_packed::kRows) * row_bytes(wtype, k);
+  size_t bytes = 0;
+  visit_packed(wtype, [&](auto block) {
+    using Block = decltype(block);
+    bytes = size_t(groups * (k / block_elems(wtype))) * q8_packed::kPackedBlockBytes<Block>;
+  });
+  return bytes;
 }
 
 void pack_rows_for_q8(const void* w, DType wtype, int64_t n_out, int64_t k, void* out) {
   if (k % block_elems(wtype) != 0) {
     throw std::invalid_argument("pack_rows_for_q8: k=" + std::to_string(k) + " is not whole blocks");
   }
-  const int64_t nb = k / 32;
+  const int64_t blocks = k / block_elems(wtype);
   auto* o = static_cast<uint8_t*>(out);
-  switch (wtype) {
-    case DType::Q4_0: return pack_groups(static_cast<const BlockQ4_0*>(w), n_out, nb, o);
-    case DType::Q4_1: return pack_groups(static_cast<const BlockQ4_1*>(w), n_out, nb, o);
-    case DType::Q8_0: return pack_groups(static_cast<const BlockQ8_0*>(w), n_out, nb, o);
-    case DType::IQ4_NL: return pack_groups(static_cast<const BlockIQ4_NL*>(w), n_out, nb, o);
-    case DType::IQ4_XS: return pack_iq4xs_groups(static_cast<const BlockIQ4_XS*>(w), n_out, k / kSuperBlock, o);
-    case DType::Q4_K: return pack_k_groups(static_cast<const BlockQ4_K*>(w), n_out, k / kSuperBlock, o);
-    case DType::Q5_K: return pack_k_groups(static_cast<const BlockQ5_K*>(w), n_out, k / kSuperBlock, o);
-    case DType::Q6_K: return pack_q6k_groups(static_cast<const BlockQ6_K*>(w), n_out, k / kSuperBlock, o);
-    default: throw std::invalid_argument("pack_rows_for_q8: " + std::string(dtype_name(wtype)) + " is not packed");
-  }
+  const bool packed = visit_packed(wtype, [&](auto block) {
+    using Block = decltype(block);
+    const auto* rows = static_cast<const Block*>(w);
+    if constexpr (std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K>) {
+      pack_k_groups(rows, n_out, blocks, o);
+    } else if constexpr (std::is_same_v<Block, BlockQ6_K>) {
+      pack_q6k_groups(rows, n_out, blocks, o);
+    } else if constexpr (std::is_same_v<Block, BlockIQ4_XS>) {
+      pack_iq4xs_groups(rows, n_out, blocks, o);
+    } else {
+      pack_groups(rows, n_out, blocks, o);
+    }
+  });
+  if (!packed) throw std::invalid_argument("pack_rows_for_q8: " + std::string(dtype_name(wtype)) + " is not packed");
 }
 
 }  // namespace flashserve::kernels

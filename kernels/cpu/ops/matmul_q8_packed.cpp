@@ -41,9 +41,14 @@ namespace iq4xs = q8_packed::iq4xs;
 template <class B>
 constexpr bool kNibbles = !std::is_same_v<B, BlockQ8_0>;
 
+// The group's packed block holding chunk b (of 32 elements), and b's chunk within that block.
 template <class B>
-const uint8_t* group_block(const uint8_t* g, int64_t b) {
-  return g + size_t(b) * q8_packed::kGroupBlock<B>;
+const uint8_t* packed_block(const uint8_t* g, int64_t b) {
+  return g + size_t(b / q8_packed::kChunksPerBlock<B>) * q8_packed::kPackedBlockBytes<B>;
+}
+template <class B>
+int chunk_of(int64_t b) {
+  return int(b % q8_packed::kChunksPerBlock<B>);
 }
 
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
@@ -99,8 +104,8 @@ Unpacked unpack(const uint8_t* p) {
 
 // IQ4_XS chunk b: d times each row's chunk scale.
 Unpacked unpack_iq4xs(const uint8_t* g, int64_t b) {
-  const uint8_t* p = g + size_t(b / 8) * iq4xs::kGroupSuperBlock;
-  const int c = int(b % 8);
+  const uint8_t* p = packed_block<BlockIQ4_XS>(g, b);
+  const int c = chunk_of<BlockIQ4_XS>(b);
   Unpacked u;
   const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + iq4xs::kScalesAt + kRows * c));
@@ -114,8 +119,8 @@ Unpacked unpack_iq4xs(const uint8_t* g, int64_t b) {
 // computes them (codec::k_affine), eight rows at once; Q5_K's codes take their fifth bit.
 template <class B>
 Unpacked unpack_k(const uint8_t* g, int64_t b) {
-  const uint8_t* p = g + size_t(b / 8) * q4k::kGroupBytes<B>;
-  const int c = int(b % 8);
+  const uint8_t* p = packed_block<B>(g, b);
+  const int c = chunk_of<B>(b);
   auto bytes_as_floats = [](const uint8_t* q) {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
   };
@@ -152,8 +157,8 @@ Unpacked unpack_k(const uint8_t* g, int64_t b) {
 
 // Q6_K chunk b: the codes 0..63 (code - 32 is the weight's), the scales d * sc of each half.
 Unpacked unpack_q6k(const uint8_t* g, int64_t b) {
-  const uint8_t* p = g + size_t(b / 8) * q6k::kGroupSuperBlock;
-  const int c = int(b % 8);
+  const uint8_t* p = packed_block<BlockQ6_K>(g, b);
+  const int c = chunk_of<BlockQ6_K>(b);
   const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   auto scales = [&](int half) {
     const __m128i s = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + q6k::kScalesAt + kRows * half));
@@ -189,7 +194,7 @@ Unpacked unpack_chunk(const uint8_t* g, int64_t b) {
   if constexpr (kAffineK<B>) return unpack_k<B>(g, b);
   else if constexpr (std::is_same_v<B, BlockQ6_K>) return unpack_q6k(g, b);
   else if constexpr (std::is_same_v<B, BlockIQ4_XS>) return unpack_iq4xs(g, b);
-  else return unpack<B>(group_block<B>(g, b));
+  else return unpack<B>(packed_block<B>(g, b));
 }
 
 // Q6_K: each half's exact sum of (code - 32) x, as sum code x - sum 32 x, then its own scale.
@@ -261,8 +266,8 @@ inline float u16_half(const uint8_t* p) {
 
 // Q6_K chunk b of row r against one activation block: each half's exact sum, then its own scale.
 float q6k_dot_scalar(const uint8_t* g, int64_t b, int r, const ActBlock& ab, float acc) {
-  const uint8_t* p = g + size_t(b / 8) * q6k::kGroupSuperBlock;
-  const int c = int(b % 8);
+  const uint8_t* p = packed_block<BlockQ6_K>(g, b);
+  const int c = chunk_of<BlockQ6_K>(b);
   const uint8_t* chunk = p + q6k::kChunksAt + q6k::kChunkBytes * c;
   const uint8_t* nibbles = chunk + q8_packed::code_offset<BlockQ4_0>(r, 0);
   const uint8_t* highs = chunk + q6k::kChunkLow + q6k::high_offset(r);
@@ -280,6 +285,50 @@ float q6k_dot_scalar(const uint8_t* g, int64_t b, int r, const ActBlock& ab, flo
   return acc;
 }
 
+// Chunk b of row r against one activation block, into the row's sums as matmul_q8's scalar code adds.
+template <class B>
+void chunk_dot_scalar(const uint8_t* g, int64_t b, int r, const ActBlock& ab, float& acc, float& off) {
+  float d, min = 0.0f;
+  const uint8_t* codes;
+  const uint8_t* highs = nullptr;  // Q5_K's fifth bits
+  if constexpr (kAffineK<B>) {
+    const uint8_t* p = packed_block<B>(g, b);
+    const int c = chunk_of<B>(b);
+    d = u16_half(p + 2 * r) * float(p[q4k::kScalesAt + kRows * c + r]);
+    min = -(u16_half(p + q4k::kDminAt + 2 * r) * float(p[q4k::kMinsAt + kRows * c + r]));
+    codes = p + q4k::kCodesAt + q4k::kChunkCodes * c;
+    if constexpr (std::is_same_v<B, BlockQ5_K>) {
+      highs = p + q4k::kHighsAt + q4k::kChunkHighs * c + q4k::high_offset(r);
+    }
+  } else if constexpr (std::is_same_v<B, BlockIQ4_XS>) {
+    const uint8_t* p = packed_block<B>(g, b);
+    const int c = chunk_of<B>(b);
+    d = u16_half(p + 2 * r) * float(int8_t(p[iq4xs::kScalesAt + kRows * c + r]));
+    codes = p + iq4xs::kCodesAt + iq4xs::kChunkCodes * c;
+  } else {
+    const uint8_t* p = packed_block<B>(g, b);
+    d = u16_half(p + 2 * r);
+    if constexpr (kOffset<B> == Offset::Min) min = u16_half(p + q8_packed::kMinAt<B> + 2 * r);
+    codes = p + q8_packed::kCodesAt<B>;
+  }
+  int32_t sum = 0;
+  for (int e = 0; e < q8::kBlock; ++e) {
+    int code;
+    if constexpr (kNibbles<B>) {
+      const uint8_t byte = codes[q8_packed::code_offset<BlockQ4_0>(r, 0) + e % 16];
+      code = e < 16 ? byte & 0x0f : byte >> 4;
+      if constexpr (std::is_same_v<B, BlockQ5_K>) code |= ((highs[e / 8] >> (e % 8)) & 1) << 4;
+      if constexpr (kLookup<B>) code = kIQ4Values[code];
+    } else {
+      code = int8_t(codes[q8_packed::code_offset<B>(r, e / 16) + e % 16]);
+    }
+    sum += code * ab.q[e];
+  }
+  acc = std::fma(float(sum), d * ab.d, acc);
+  if constexpr (kOffset<B> == Offset::Min) off = std::fma(min, ab.s, off);
+  if constexpr (kOffset<B> == Offset::MinusEightD) off = std::fma(-8.0f * d, ab.s, off);
+}
+
 template <class B>
 void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
                 int rows) {
@@ -291,45 +340,7 @@ void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t
         if constexpr (std::is_same_v<B, BlockQ6_K>) {
           acc[r] = q6k_dot_scalar(g, b, r, ab, acc[r]);
         } else {
-          float d, min = 0.0f;
-          const uint8_t* codes;
-          const uint8_t* highs = nullptr;  // Q5_K's fifth bits
-          if constexpr (kAffineK<B>) {
-            const uint8_t* p = g + size_t(b / 8) * q4k::kGroupBytes<B>;
-            const int c = int(b % 8);
-            d = u16_half(p + 2 * r) * float(p[q4k::kScalesAt + kRows * c + r]);
-            min = -(u16_half(p + q4k::kDminAt + 2 * r) * float(p[q4k::kMinsAt + kRows * c + r]));
-            codes = p + q4k::kCodesAt + q4k::kChunkCodes * c;
-            if constexpr (std::is_same_v<B, BlockQ5_K>) {
-              highs = p + q4k::kHighsAt + q4k::kChunkHighs * c + q4k::high_offset(r);
-            }
-          } else if constexpr (std::is_same_v<B, BlockIQ4_XS>) {
-            const uint8_t* p = g + size_t(b / 8) * iq4xs::kGroupSuperBlock;
-            const int c = int(b % 8);
-            d = u16_half(p + 2 * r) * float(int8_t(p[iq4xs::kScalesAt + kRows * c + r]));
-            codes = p + iq4xs::kCodesAt + iq4xs::kChunkCodes * c;
-          } else {
-            const uint8_t* p = group_block<B>(g, b);
-            d = u16_half(p + 2 * r);
-            if constexpr (kOffset<B> == Offset::Min) min = u16_half(p + q8_packed::kMinAt<B> + 2 * r);
-            codes = p + q8_packed::kCodesAt<B>;
-          }
-          int32_t sum = 0;
-          for (int e = 0; e < q8::kBlock; ++e) {
-            int code;
-            if constexpr (kNibbles<B>) {
-              const uint8_t byte = codes[q8_packed::code_offset<BlockQ4_0>(r, 0) + e % 16];
-              code = e < 16 ? byte & 0x0f : byte >> 4;
-              if (highs) code |= ((highs[e / 8] >> (e % 8)) & 1) << 4;
-              if constexpr (kLookup<B>) code = kIQ4Values[code];
-            } else {
-              code = int8_t(codes[q8_packed::code_offset<B>(r, e / 16) + e % 16]);
-            }
-            sum += code * ab.q[e];
-          }
-          acc[r] = std::fma(float(sum), d * ab.d, acc[r]);
-          if constexpr (kOffset<B> == Offset::Min) off[r] = std::fma(min, ab.s, off[r]);
-          if constexpr (kOffset<B> == Offset::MinusEightD) off[r] = std::fma(-8.0f * d, ab.s, off[r]);
+          chunk_dot_scalar<B>(g, b, r, ab, acc[r], off[r]);
         }
       }
     }
@@ -344,11 +355,7 @@ constexpr int64_t kPrefetchGroups = 2;
 template <class B>
 void matmul_groups(const ActBlock* a, int64_t num_tokens, int64_t nb, const uint8_t* w, int64_t n_out, float* y) {
   const int64_t groups = (n_out + kRows - 1) / kRows;
-  size_t group_bytes;
-  if constexpr (kAffineK<B>) group_bytes = size_t(nb / 8) * q4k::kGroupBytes<B>;
-  else if constexpr (std::is_same_v<B, BlockQ6_K>) group_bytes = size_t(nb / 8) * q6k::kGroupSuperBlock;
-  else if constexpr (std::is_same_v<B, BlockIQ4_XS>) group_bytes = size_t(nb / 8) * iq4xs::kGroupSuperBlock;
-  else group_bytes = size_t(nb) * q8_packed::kGroupBlock<B>;
+  const size_t group_bytes = size_t(nb / q8_packed::kChunksPerBlock<B>) * q8_packed::kPackedBlockBytes<B>;
   parallel_for(groups, [&](int64_t begin, int64_t end) {
     for (int64_t g = begin; g < end; ++g) {
       if (g + kPrefetchGroups < end) {
