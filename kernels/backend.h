@@ -100,7 +100,7 @@ class Backend {
   virtual const void* map_weights(const void* host, size_t bytes) = 0;
   // A weight matrix read only by matmul (`rows` rows of `cols` elements of `type`), mapped as
   // map_weights does unless the backend keeps matmul weights in a layout of its own: the CPU with
-  // 8-bit activations packs the rows of most quantized formats eight at a time (kernels::pack_rows_for_q8), a
+  // 8-bit activations packs the rows of most quantized formats sixteen at a time (kernels::pack_rows_for_q8), a
   // copy that lives as long as the backend. Pass the pointer it returns to matmul and nothing else.
   virtual const void* map_matrix(const void* host, DType type, int64_t rows, int64_t cols) {
     return map_weights(host, size_t(rows) * row_bytes(type, cols));

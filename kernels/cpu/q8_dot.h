@@ -13,10 +13,12 @@ namespace flashserve::kernels::FLASHSERVE_ISA::q8 {
 constexpr int kBlock = 32;
 
 // One block of a token's activations, x ~ d * q, with d times the sum of q over the block and over
-// each half (offset terms multiply those).
+// each half (offset terms multiply those), and those two sums of q themselves (the packed kernels
+// take a code's bias off with them).
 struct ActBlock {
   float d;
   float s, s_lo, s_hi;
+  int16_t sum_lo, sum_hi;
   int8_t q[kBlock];
 };
 

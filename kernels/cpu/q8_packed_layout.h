@@ -1,29 +1,31 @@
 // The layout pack_rows_for_q8 writes and matmul_q8_packed reads (kernels/matmul.h): rows taken
-// eight at a time, and for each 32-element block of those eight rows, in this order: the eight
-// scales (f16), the eight minimums (f16, Q4_1 only), then the code bytes as 32-byte vectors, each
-// holding 16 bytes of row i (i = 0..3) then the same 16 bytes of row i + 4: for the nibble formats
-// one vector per i (the block's 16 bytes of nibbles), for Q8_0 two (elements 0-15, then 16-31). So
-// one vector's sums come out as row i's in its low 128 bits and row i + 4's in its high ones, which
-// is how q8::quad_sums lays eight rows out in order. A group of eight rows takes exactly the bytes
-// of eight rows of the file.
+// sixteen at a time, and for each 32-element block of those sixteen rows, in this order: their
+// scales (f16), their minimums (f16, Q4_1 only), then the codes as 64-byte vectors in which bytes
+// 4 r .. 4 r + 3 belong to row r. So one VNNI instruction multiplies four elements of all sixteen
+// rows (AVX-512) or of eight (AVX2: either half of the vector) by the same four activations
+// (broadcast), and each 32-bit lane of the result is one row's sum: no horizontal sums, and the
+// rows come out in order. Nibble formats take four vectors per 32 elements: vector v holds row
+// r's elements 4 v .. 4 v + 3 in the low nibbles of bytes 4 r .. 4 r + 3 and elements
+// 16 + 4 v .. 16 + 4 v + 3 in their high nibbles (nibble_byte). Q8_0 takes eight: vector v holds
+// elements 4 v .. 4 v + 3 (code_byte). A group takes exactly the bytes of its rows in the file.
 //
-// Q4_K (namespace q4k below) goes by super-block: per 256 elements of the eight rows, their d and
-// dmin (f16), then per 32-element chunk the eight rows' 6-bit scales and minimums unpacked to bytes
-// (so eight rows' chunk scales are one conversion and one multiply), then each chunk's codes as
-// Q4_0's: byte j of a row holds element j in its low nibble and j + 16 in its high one. 1,184 bytes
-// where eight rows of the file take 1,152. Q5_K adds each chunk's fifth bits after all the codes:
-// 4 bytes a row (byte j bit b: element 8 j + b), row i's then row i + 4's for i = 0..3; 1,440 bytes
-// where eight rows take 1,408.
+// Q4_K (namespace q4k below) goes by super-block: per 256 elements of the rows, their d and
+// dmin (f16), then per 32-element chunk the rows' 6-bit scales and minimums unpacked to bytes
+// (so a vector of rows' chunk scales is one conversion and one multiply), then each chunk's nibble
+// vectors: 4 bytes a row more than the file's 144. Q5_K adds each chunk's fifth bits after all
+// the codes, one vector a chunk: the byte holding element e's nibble in a nibble vector, at the
+// same place in this one, holds its fifth bit, at bit e % 16 / 4 for e < 16 and 4 + e % 16 / 4
+// above (q4k::high_bit); again 4 bytes a row more than the file's 176.
 //
-// Q6_K (namespace q6k) likewise: per super-block of the eight rows, their d (f16), the sixteen
+// Q6_K (namespace q6k) likewise: per super-block of the rows, their d (f16), the sixteen
 // 16-element scales of each row ([half][row], int8), then per chunk its codes' low four bits as
-// Q4_0's nibbles and their high two bits, 8 bytes a row (byte j: elements j, j + 8, j + 16, j + 24
-// at bits 0, 2, 4, 6), row i's then row i + 4's for i = 0..3. 1,680 bytes: what eight rows of the
-// file take.
+// nibble vectors and their high two bits in two vectors: vector v / 2 of them holds those of
+// nibble vector v, bits 4 (v % 2) .. + 1 for the low nibble's element and the next two for the high
+// one's (q6k::high_byte, high_shift). Exactly the file's 210 bytes a row.
 //
 // IQ4_NL is Q4_0's block (its nibbles index kIQ4Values) and packs as Q4_0. IQ4_XS (namespace
-// iq4xs): per super-block of the eight rows, their d (f16), each chunk's 6-bit scale minus 32
-// ([chunk][row], int8), then each chunk's nibbles as Q4_0's. 1,104 bytes where eight rows take 1,088.
+// iq4xs): per super-block of the rows, their d (f16), each chunk's 6-bit scale minus 32
+// ([chunk][row], int8), then each chunk's nibble vectors: 2 bytes a row more than the file's 136.
 #pragma once
 #include <cstddef>
 #include <type_traits>
@@ -32,7 +34,8 @@
 
 namespace flashserve::kernels::q8_packed {
 
-constexpr int kRows = 8;
+constexpr int kRows = 16;
+constexpr size_t kVector = 4 * kRows;  // bytes of a code vector
 
 template <class Block>
 struct Layout;
@@ -61,11 +64,10 @@ template <class Block>
 constexpr size_t kMinAt = 2 * kRows;
 template <class Block>
 constexpr size_t kCodesAt = (Layout<Block>::kMin ? 4 : 2) * kRows;
-// Where bytes 16 p .. 16 p + 15 of row r's codes go, from the start of the codes.
-template <class Block>
-constexpr size_t code_offset(int r, int p) {
-  return 32 * size_t(Layout<Block>::kCodeBytes / 16 * (r % 4) + p) + 16 * size_t(r / 4);
-}
+// Where row r's element e (0..31) goes in a block's nibble vectors (the low nibble for e < 16,
+// the high one above), or in Q8_0's code vectors.
+constexpr size_t nibble_byte(int r, int e) { return kVector * size_t(e % 16 / 4) + 4 * size_t(r) + size_t(e % 4); }
+constexpr size_t code_byte(int r, int e) { return kVector * size_t(e / 4) + 4 * size_t(r) + size_t(e % 4); }
 
 template <class Block>
 constexpr size_t kGroupBlock = kCodesAt<Block> + kRows * Layout<Block>::kCodeBytes;
@@ -79,27 +81,29 @@ namespace q4k {
 constexpr size_t kDminAt = 2 * kRows;
 constexpr size_t kScalesAt = 4 * kRows;                   // [chunk][row]
 constexpr size_t kMinsAt = kScalesAt + 8 * kRows;         // [chunk][row]
-constexpr size_t kCodesAt = kMinsAt + 8 * kRows;          // [chunk], each as a Q4_0 group block's codes
+constexpr size_t kCodesAt = kMinsAt + 8 * kRows;          // [chunk], its nibble vectors
 constexpr size_t kChunkCodes = kRows * 16;
 constexpr size_t kGroupSuperBlock = kCodesAt + 8 * kChunkCodes;
-static_assert(kGroupSuperBlock == 1184);
+static_assert(kGroupSuperBlock == kRows * (sizeof(BlockQ4_K) + 4));
 // Q5_K: the same, then the fifth bits.
 constexpr size_t kHighsAt = kGroupSuperBlock;
 constexpr size_t kChunkHighs = kRows * 4;
 constexpr size_t kQ5GroupSuperBlock = kHighsAt + 8 * kChunkHighs;
-constexpr size_t high_offset(int r) { return 8 * size_t(r % 4) + 4 * size_t(r / 4); }
+static_assert(kQ5GroupSuperBlock == kRows * (sizeof(BlockQ5_K) + 4));
+constexpr int high_bit(int e) { return e % 16 / 4 + 4 * (e / 16); }
 }  // namespace q4k
 
 namespace q6k {
 constexpr size_t kScalesAt = 2 * kRows;                   // [half of 16 elements][row]
 constexpr size_t kChunksAt = kScalesAt + 16 * kRows;
-constexpr size_t kChunkLow = kRows * 16;                  // the nibbles, as Q4_0's codes
+constexpr size_t kChunkLow = kRows * 16;                  // the nibble vectors
 constexpr size_t kChunkHigh = kRows * 8;
 constexpr size_t kChunkBytes = kChunkLow + kChunkHigh;
 constexpr size_t kGroupSuperBlock = kChunksAt + 8 * kChunkBytes;
 static_assert(kGroupSuperBlock == kRows * sizeof(BlockQ6_K));
-// Where row r's 8 bytes of high bits go within a chunk's kChunkHigh.
-constexpr size_t high_offset(int r) { return 16 * size_t(r % 4) + 8 * size_t(r / 4); }
+// Where row r's element e's high two bits go within a chunk's kChunkHigh, and their shift.
+constexpr size_t high_byte(int r, int e) { return kVector * size_t(e % 16 / 8) + 4 * size_t(r) + size_t(e % 4); }
+constexpr int high_shift(int e) { return 4 * (e % 16 / 4 % 2) + 2 * (e / 16); }
 }  // namespace q6k
 
 namespace iq4xs {
@@ -107,10 +111,10 @@ constexpr size_t kScalesAt = 2 * kRows;  // [chunk][row]
 constexpr size_t kCodesAt = kScalesAt + 8 * kRows;
 constexpr size_t kChunkCodes = kRows * 16;
 constexpr size_t kGroupSuperBlock = kCodesAt + 8 * kChunkCodes;
-static_assert(kGroupSuperBlock == 1104);
+static_assert(kGroupSuperBlock == kRows * (sizeof(BlockIQ4_XS) + 2));
 }  // namespace iq4xs
 
-// What a group of eight rows takes per block of the file (32 elements, or a super-block of 256), and
+// What a group of rows takes per block of the file (32 elements, or a super-block of 256), and
 // how many 32-element chunks such a block holds.
 template <class Block>
 constexpr size_t kPackedBlockBytes = kGroupBlock<Block>;

@@ -13,7 +13,7 @@ namespace {
 
 using q8_packed::kRows;
 
-// Calls pack(p, r, src) for each group of eight rows, each block of `blocks` in them and each row r
+// Calls pack(p, r, src) for each group of kRows rows, each block of `blocks` in them and each row r
 // of the group, p being the group block's kPackedBlockBytes (zeroed first: rows past n_out stay zero,
 // scale 0) and src row r's block in the file.
 template <class Block, class Pack>
@@ -28,14 +28,23 @@ void for_each_group_block(const Block* w, int64_t n_out, int64_t blocks, uint8_t
   }
 }
 
+// Row r's 32 nibbles (code(e), e = 0..31) into a block's nibble vectors.
+template <class Code>
+void put_nibbles(uint8_t* vectors, int r, Code code) {
+  for (int e = 0; e < 16; ++e) vectors[q8_packed::nibble_byte(r, e)] = uint8_t(code(e) | code(e + 16) << 4);
+}
+
 template <class Block>
 void pack_groups(const Block* w, int64_t n_out, int64_t nb, uint8_t* out) {
   using L = q8_packed::Layout<Block>;
   for_each_group_block(w, n_out, nb, out, [](uint8_t* p, int r, const Block& src) {
     std::memcpy(p + 2 * r, &src.d, 2);
     if constexpr (L::kMin) std::memcpy(p + q8_packed::kMinAt<Block> + 2 * r, &src.m, 2);
-    for (int part = 0; part < L::kCodeBytes / 16; ++part) {
-      std::memcpy(p + q8_packed::kCodesAt<Block> + q8_packed::code_offset<Block>(r, part), src.qs + 16 * part, 16);
+    uint8_t* codes = p + q8_packed::kCodesAt<Block>;
+    if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+      for (int e = 0; e < 32; ++e) codes[q8_packed::code_byte(r, e)] = uint8_t(src.qs[e]);
+    } else {
+      put_nibbles(codes, r, [&](int e) { return e < 16 ? src.qs[e] & 0x0f : src.qs[e - 16] >> 4; });
     }
   });
 }
@@ -51,12 +60,13 @@ void pack_k_groups(const Block* w, int64_t n_out, int64_t nsb, uint8_t* out) {
       const ScaleMin sm = k_scale_min(src.scales, c);
       p[q4k::kScalesAt + kRows * c + r] = uint8_t(sm.sc);
       p[q4k::kMinsAt + kRows * c + r] = uint8_t(sm.m);
-      uint8_t* codes = p + q4k::kCodesAt + q4k::kChunkCodes * c + q8_packed::code_offset<BlockQ4_0>(r, 0);
-      auto code = [&](int e) { return (src.qs[32 * (c / 2) + e] >> (4 * (c % 2))) & 0x0f; };
-      for (int j = 0; j < 16; ++j) codes[j] = uint8_t(code(j) | code(j + 16) << 4);
+      put_nibbles(p + q4k::kCodesAt + q4k::kChunkCodes * c, r,
+                  [&](int e) { return (src.qs[32 * (c / 2) + e] >> (4 * (c % 2))) & 0x0f; });
       if constexpr (std::is_same_v<Block, BlockQ5_K>) {
-        uint8_t* highs = p + q4k::kHighsAt + q4k::kChunkHighs * c + q4k::high_offset(r);
-        for (int e = 0; e < 32; ++e) highs[e / 8] |= uint8_t(((src.qh[e] >> c) & 1) << (e % 8));
+        uint8_t* highs = p + q4k::kHighsAt + q4k::kChunkHighs * c;
+        for (int e = 0; e < 32; ++e) {
+          highs[q8_packed::nibble_byte(r, e) % q8_packed::kVector] |= uint8_t(((src.qh[e] >> c) & 1) << q4k::high_bit(e));
+        }
       }
     }
   });
@@ -70,12 +80,12 @@ void pack_q6k_groups(const BlockQ6_K* w, int64_t n_out, int64_t nsb, uint8_t* ou
     for (int c = 0; c < 8; ++c) {
       const int h = c / 4, q = c % 4;
       auto low = [&](int e) { return (src.ql[64 * h + 32 * (q % 2) + e] >> (4 * (q / 2))) & 0x0f; };
-      auto high = [&](int e) { return (src.qh[32 * h + e] >> (2 * q)) & 3; };
       uint8_t* chunk = p + q6k::kChunksAt + q6k::kChunkBytes * c;
-      uint8_t* nibbles = chunk + q8_packed::code_offset<BlockQ4_0>(r, 0);
-      for (int j = 0; j < 16; ++j) nibbles[j] = uint8_t(low(j) | low(j + 16) << 4);
-      uint8_t* highs = chunk + q6k::kChunkLow + q6k::high_offset(r);
-      for (int j = 0; j < 8; ++j) highs[j] = uint8_t(high(j) | high(j + 8) << 2 | high(j + 16) << 4 | high(j + 24) << 6);
+      put_nibbles(chunk, r, low);
+      for (int e = 0; e < 32; ++e) {
+        const int high = (src.qh[32 * h + e] >> (2 * q)) & 3;
+        chunk[q6k::kChunkLow + q6k::high_byte(r, e)] |= uint8_t(high << q6k::high_shift(e));
+      }
     }
   });
 }
@@ -86,8 +96,9 @@ void pack_iq4xs_groups(const BlockIQ4_XS* w, int64_t n_out, int64_t nsb, uint8_t
     std::memcpy(p + 2 * r, &src.d, 2);
     for (int c = 0; c < 8; ++c) {
       p[iq4xs::kScalesAt + kRows * c + r] = uint8_t(int8_t(iq4xs_scale_code(src.scales_l[c / 2], src.scales_h, c)));
-      std::memcpy(p + iq4xs::kCodesAt + iq4xs::kChunkCodes * c + q8_packed::code_offset<BlockQ4_0>(r, 0), src.qs + 16 * c,
-                  16);
+      const uint8_t* qs = src.qs + 16 * c;
+      put_nibbles(p + iq4xs::kCodesAt + iq4xs::kChunkCodes * c, r,
+                  [&](int e) { return e < 16 ? qs[e] & 0x0f : qs[e - 16] >> 4; });
     }
   });
 }

@@ -303,24 +303,26 @@ TEST(MatmulQ8, NonFiniteActivationsFollowThePlainContract) {
   }
 }
 
-// Packed rows (pack_rows_for_q8) give matmul_q8's bits: every token count a tile shape handles, row
-// counts around the groups of eight, odd and even block counts.
+// Packed rows (pack_rows_for_q8) give matmul_q8's bits: every token count a tile shape handles (tiles
+// of 8, 4, 2 and 1 tokens, and past a block of 64 tokens), row counts around the groups of sixteen
+// and their halves, odd and even block counts.
 TEST(MatmulQ8, PackedRowsGiveTheSameBits) {
   std::mt19937 rng(75);
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::IQ4_NL, DType::Q4_K, DType::Q5_K, DType::Q6_K,
                   DType::IQ4_XS}) {
     ASSERT_TRUE(q8_packs(t));
-    for (int64_t n_out : {1, 7, 8, 9, 24, 37}) {
+    for (int64_t n_out : {1, 7, 8, 9, 16, 24, 37}) {
       for (int64_t blocks : {1, 2, 3, 18}) {
         const int64_t k = blocks * block_elems(t);
         const auto w = random_blocks(rng, t, n_out * blocks);
         std::vector<uint8_t> packed(q8_packed_bytes(t, n_out, k));
-        // Unpacked chunk scales take 32 (Q4_K, Q5_K) or 16 (IQ4_XS) bytes more per super-block of eight rows.
-        const size_t per_super_block = t == DType::Q4_K || t == DType::Q5_K ? 32 : t == DType::IQ4_XS ? 16 : 0;
-        const size_t extra = size_t((n_out + 7) / 8 * blocks) * per_super_block;
-        ASSERT_EQ(packed.size(), size_t((n_out + 7) / 8 * 8) * row_bytes(t, k) + extra);
+        // Rows go sixteen at a time; unpacked chunk scales take 4 (Q4_K, Q5_K) or 2 (IQ4_XS) bytes
+        // more per row and super-block.
+        const size_t per_row = t == DType::Q4_K || t == DType::Q5_K ? 4 : t == DType::IQ4_XS ? 2 : 0;
+        const int64_t rows = (n_out + 15) / 16 * 16;
+        ASSERT_EQ(packed.size(), size_t(rows) * (row_bytes(t, k) + size_t(blocks) * per_row));
         pack_rows_for_q8(w.data(), t, n_out, k, packed.data());
-        for (int64_t nt : {1, 2, 3, 5}) {
+        for (int64_t nt : {1, 2, 3, 5, 8, 15, 70}) {
           auto x = random_floats(rng, size_t(nt * k), -3.0f, 3.0f);
           for (size_t i = 7; i < x.size(); i += 61) x[i] *= 1000.0f;
           const auto want = run_q8(x, nt, k, w, t, n_out);

@@ -365,6 +365,8 @@ void quantize_block(const float* x, ActBlock& out) {
   out.s = d * float(sum[0] + sum[1]);
   out.s_lo = d * float(sum[0]);
   out.s_hi = d * float(sum[1]);
+  out.sum_lo = int16_t(sum[0]);
+  out.sum_hi = int16_t(sum[1]);
 }
 
 }  // namespace

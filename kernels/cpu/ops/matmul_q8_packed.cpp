@@ -1,9 +1,11 @@
-// matmul_q8_packed (kernels/matmul.h): matmul_q8 over weights in pack_rows_for_q8's layout, eight
+// matmul_q8_packed (kernels/matmul.h): matmul_q8 over weights in pack_rows_for_q8's layout, sixteen
 // rows at a time. Every chunk sum, its scale and its place in each dot's sequence of fmas are
 // matmul_q8's (q8_dot.h), so the results are bit-identical; what the layout saves is work per
-// block: the eight rows' sums land in one vector in row order (q8_packed_layout.h), so their
-// scales are converted, multiplied by the activation scale and applied with one instruction each,
-// and the codes are unpacked once for every token of a tile.
+// block: each 32-bit lane of a code vector is one row (q8_packed_layout.h), so four activations of
+// a token, broadcast, multiply four elements of eight or sixteen rows in one instruction and the
+// sums come out in row order with nothing to add across lanes. The codes are unpacked once for
+// every token of a tile, and a block of tokens' activations stays in cache while the groups of
+// rows go by.
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -21,7 +23,7 @@ using q8_packed::kRows;
 
 // What a chunk adds besides codes times scale (matmul_q8's offsets): Q4_1 its minimum times the
 // activations' sum (Q4_K and Q5_K minus dmin times the chunk's minimum), Q4_0 -8 d times it (its codes
-// 0..15 stand for -8..7), Q8_0 nothing.
+// 0..15 stand for -8..7), Q8_0, IQ4 and Q6_K (whose codes' bias comes off exactly) nothing.
 enum class Offset { None, Min, MinusEightD };
 template <class B>
 constexpr bool kAffineK = std::is_same_v<B, BlockQ4_K> || std::is_same_v<B, BlockQ5_K>;
@@ -31,15 +33,12 @@ constexpr bool kLookup = std::is_same_v<B, BlockIQ4_NL> || std::is_same_v<B, Blo
 template <class B>
 constexpr bool kSignedCodes = std::is_same_v<B, BlockQ8_0> || kLookup<B>;
 template <class B>
-constexpr Offset kOffset = kSignedCodes<B>                                        ? Offset::None
-                           : std::is_same_v<B, BlockQ4_1> || kAffineK<B> ? Offset::Min
-                                                                         : Offset::MinusEightD;
+constexpr Offset kOffset = std::is_same_v<B, BlockQ4_1> || kAffineK<B> ? Offset::Min
+                           : std::is_same_v<B, BlockQ4_0>              ? Offset::MinusEightD
+                                                                       : Offset::None;
 namespace q4k = q8_packed::q4k;
 namespace q6k = q8_packed::q6k;
 namespace iq4xs = q8_packed::iq4xs;
-
-template <class B>
-constexpr bool kNibbles = !std::is_same_v<B, BlockQ8_0>;
 
 // The group's packed block holding chunk b (of 32 elements), and b's chunk within that block.
 template <class B>
@@ -52,210 +51,288 @@ int chunk_of(int64_t b) {
 }
 
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
-// One block of the group's eight rows, as every token of a tile uses it.
-struct Unpacked {
-  __m256 d;              // scales, row order (Q6_K: of elements 0-15)
-  __m256 d_hi;           // Q6_K: the scales of elements 16-31
-  __m256 off;            // Q4_1: minimums; Q4_0: -8 d
-  __m256i lo[4], hi[4];  // elements 0-15 and 16-31 of rows i (low 128 bits) and i + 4; signed: |code|
-  __m256i lo_sign[4], hi_sign[4];  // signed codes (kSignedCodes): the codes, whose signs the activations take
+#if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
+constexpr bool kVnni = true;
+#else
+constexpr bool kVnni = false;
+#endif
+
+// The kernel below is written once for two register widths: eight rows of a group (either half of
+// its vectors) in 256-bit registers, or all sixteen in 512-bit ones (with AVX-512 VNNI, whose
+// 512-bit dot products run at the rate of the 256-bit ones: twice the work each).
+struct Ymm {
+  using I = __m256i;
+  using F = __m256;
+  static constexpr int kLanes = 8;
+  static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static F halves(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  template <bool kSigned>
+  static F bytes(const uint8_t* p) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    return _mm256_cvtepi32_ps(kSigned ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b));
+  }
+  static I each_byte(char c) { return _mm256_set1_epi8(c); }
+  static I each_dword(int32_t v) { return _mm256_set1_epi32(v); }
+  static F each_float(float v) { return _mm256_set1_ps(v); }
+  static I table16(const void* t) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t)));
+  }
+  static I and_(I a, I b) { return _mm256_and_si256(a, b); }
+  static I or_(I a, I b) { return _mm256_or_si256(a, b); }
+  static I xor_(I a, I b) { return _mm256_xor_si256(a, b); }
+  template <int n>
+  static I shl16(I a) { return _mm256_slli_epi16(a, n); }
+  template <int n>
+  static I shr16(I a) { return _mm256_srli_epi16(a, n); }
+  static I shuffle(I table, I idx) { return _mm256_shuffle_epi8(table, idx); }
+  static I add_sums(I acc, I w, I x) { return q8::add_lane_sums(acc, w, x); }
+  static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
+  static F to_float(I a) { return _mm256_cvtepi32_ps(a); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F negate(F a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
+  static F zero() { return _mm256_setzero_ps(); }
+  static void store(float* y, F v, int rows) {
+    alignas(32) float t[kLanes];
+    _mm256_store_ps(t, v);
+    std::copy(t, t + rows, y);
+  }
 };
 
-// Four vectors of nibbles in Q4_0's layout (codes_at) into u.lo / u.hi; with kLookup, the IQ4
-// values they index, as signed codes.
-template <bool kLookupValues>
-void unpack_nibbles(const uint8_t* codes, Unpacked& u) {
-  const __m256i nibble = _mm256_set1_epi8(0x0f);
-  for (int i = 0; i < 4; ++i) {
-    const __m256i z = tile::load_bytes32(codes + 32 * i);
-    u.lo[i] = _mm256_and_si256(z, nibble);
-    u.hi[i] = _mm256_and_si256(_mm256_srli_epi16(z, 4), nibble);
-    if constexpr (kLookupValues) {
-      u.lo_sign[i] = tile::iq4_lookup(u.lo[i]);
-      u.hi_sign[i] = tile::iq4_lookup(u.hi[i]);
-      u.lo[i] = _mm256_sign_epi8(u.lo_sign[i], u.lo_sign[i]);
-      u.hi[i] = _mm256_sign_epi8(u.hi_sign[i], u.hi_sign[i]);
-    }
+#if defined(__AVX512VNNI__)
+struct Zmm {
+  using I = __m512i;
+  using F = __m512;
+  static constexpr int kLanes = 16;
+  static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  static F halves(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  template <bool kSigned>
+  static F bytes(const uint8_t* p) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm512_cvtepi32_ps(kSigned ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b));
   }
-}
-
-template <class B>
-Unpacked unpack(const uint8_t* p) {
-  Unpacked u;
-  u.d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  u.off = _mm256_setzero_ps();
-  if constexpr (kOffset<B> == Offset::Min) {
-    u.off = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + q8_packed::kMinAt<B>)));
+  static I each_byte(char c) { return _mm512_set1_epi8(c); }
+  static I each_dword(int32_t v) { return _mm512_set1_epi32(v); }
+  static F each_float(float v) { return _mm512_set1_ps(v); }
+  static I table16(const void* t) {
+    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t)));
   }
-  if constexpr (kOffset<B> == Offset::MinusEightD) u.off = _mm256_mul_ps(u.d, _mm256_set1_ps(-8.0f));
-  const uint8_t* codes = p + q8_packed::kCodesAt<B>;
-  if constexpr (kNibbles<B>) {
-    unpack_nibbles<kLookup<B>>(codes, u);
-  } else {
-    for (int i = 0; i < 4; ++i) {
-      u.lo_sign[i] = tile::load_bytes32(codes + 64 * i);
-      u.hi_sign[i] = tile::load_bytes32(codes + 64 * i + 32);
-      u.lo[i] = _mm256_sign_epi8(u.lo_sign[i], u.lo_sign[i]);
-      u.hi[i] = _mm256_sign_epi8(u.hi_sign[i], u.hi_sign[i]);
-    }
-  }
-  return u;
-}
+  static I and_(I a, I b) { return _mm512_and_si512(a, b); }
+  static I or_(I a, I b) { return _mm512_or_si512(a, b); }
+  static I xor_(I a, I b) { return _mm512_xor_si512(a, b); }
+  template <int n>
+  static I shl16(I a) { return _mm512_slli_epi16(a, n); }
+  template <int n>
+  static I shr16(I a) { return _mm512_srli_epi16(a, n); }
+  static I shuffle(I table, I idx) { return _mm512_shuffle_epi8(table, idx); }
+  static I add_sums(I acc, I w, I x) { return _mm512_dpbusd_epi32(acc, w, x); }
+  static I add32(I a, I b) { return _mm512_add_epi32(a, b); }
+  static F to_float(I a) { return _mm512_cvtepi32_ps(a); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F negate(F a) { return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32(int32_t(0x80000000u)))); }
+  static F zero() { return _mm512_setzero_ps(); }
+  static void store(float* y, F v, int rows) { _mm512_mask_storeu_ps(y, __mmask16((1u << rows) - 1), v); }
+};
+using Wide = Zmm;
+#else
+using Wide = Ymm;
+#endif
 
-// IQ4_XS chunk b: d times each row's chunk scale.
-Unpacked unpack_iq4xs(const uint8_t* g, int64_t b) {
-  const uint8_t* p = packed_block<BlockIQ4_XS>(g, b);
-  const int c = chunk_of<BlockIQ4_XS>(b);
-  Unpacked u;
-  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + iq4xs::kScalesAt + kRows * c));
-  u.d = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
-  u.off = _mm256_setzero_ps();
-  unpack_nibbles<true>(p + iq4xs::kCodesAt + iq4xs::kChunkCodes * c, u);
-  return u;
-}
+// Quads v and v + 4 of a chunk's rows (elements 4 v .. 4 v + 3 and 16 + 4 v .. 16 + 4 v + 3, one
+// row a lane), as dot takes them: unsigned codes, or signed ones (kSignedCodes) biased by 128
+// under VNNI and as they are without it.
+template <class V>
+struct Quads {
+  typename V::I lo, hi;
+};
 
-// Q4_K or Q5_K chunk b (of 32 elements): the scales d * sc and offsets -(dmin * m) as matmul_q8
-// computes them (codec::k_affine), eight rows at once; Q5_K's codes take their fifth bit.
-template <class B>
-Unpacked unpack_k(const uint8_t* g, int64_t b) {
+// A chunk of the rows one vector holds: their scales (Q6_K: of elements 0-15; d_hi of 16-31),
+// offsets (Q4_1, Q4_K, Q5_K: minimums; Q4_0: -8 d) and where their codes are.
+template <class V>
+struct Chunk {
+  typename V::F d, d_hi, off;
+  const uint8_t* codes;  // nibble vectors, or Q8_0's code vectors
+  const uint8_t* highs;  // Q5_K's fifth bits, Q6_K's high two bits
+};
+
+// Chunk b of the group's rows row0 .. row0 + V::kLanes - 1.
+template <class B, class V>
+Chunk<V> chunk_at(const uint8_t* g, int64_t b, int row0) {
   const uint8_t* p = packed_block<B>(g, b);
   const int c = chunk_of<B>(b);
-  auto bytes_as_floats = [](const uint8_t* q) {
-    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
-  };
-  Unpacked u;
-  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + q4k::kDminAt)));
-  u.d = _mm256_mul_ps(d, bytes_as_floats(p + q4k::kScalesAt + kRows * c));
-  u.off = _mm256_xor_ps(_mm256_mul_ps(dmin, bytes_as_floats(p + q4k::kMinsAt + kRows * c)), _mm256_set1_ps(-0.0f));
-  const uint8_t* codes = p + q4k::kCodesAt + q4k::kChunkCodes * c;
-  for (int i = 0; i < 4; ++i) {
-    const __m256i z = tile::load_bytes32(codes + 32 * i), nibble = _mm256_set1_epi8(0x0f);
-    u.lo[i] = _mm256_and_si256(z, nibble);
-    u.hi[i] = _mm256_and_si256(_mm256_srli_epi16(z, 4), nibble);
+  Chunk<V> k;
+  k.d = V::halves(p + 2 * row0);
+  k.d_hi = k.off = V::zero();
+  k.highs = nullptr;
+  if constexpr (kAffineK<B>) {
+    // d * sc and -(dmin * m), as matmul_q8 computes them (codec::k_affine).
+    k.d = V::mul(k.d, V::template bytes<false>(p + q4k::kScalesAt + kRows * c + row0));
+    const auto min = V::mul(V::halves(p + q4k::kDminAt + 2 * row0), V::template bytes<false>(p + q4k::kMinsAt + kRows * c + row0));
+    k.off = V::negate(min);
+    k.codes = p + q4k::kCodesAt + q4k::kChunkCodes * c;
+    if constexpr (std::is_same_v<B, BlockQ5_K>) k.highs = p + q4k::kHighsAt + q4k::kChunkHighs * c + 4 * row0;
+  } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
+    k.d_hi = V::mul(k.d, V::template bytes<true>(p + q6k::kScalesAt + kRows * (2 * c + 1) + row0));
+    k.d = V::mul(k.d, V::template bytes<true>(p + q6k::kScalesAt + kRows * 2 * c + row0));
+    k.codes = p + q6k::kChunksAt + q6k::kChunkBytes * c;
+    k.highs = k.codes + q6k::kChunkLow + 4 * row0;
+  } else if constexpr (std::is_same_v<B, BlockIQ4_XS>) {
+    k.d = V::mul(k.d, V::template bytes<true>(p + iq4xs::kScalesAt + kRows * c + row0));
+    k.codes = p + iq4xs::kCodesAt + iq4xs::kChunkCodes * c;
+  } else {
+    if constexpr (kOffset<B> == Offset::Min) k.off = V::halves(p + q8_packed::kMinAt<B> + 2 * row0);
+    if constexpr (kOffset<B> == Offset::MinusEightD) k.off = V::mul(k.d, V::each_float(-8.0f));
+    k.codes = p + q8_packed::kCodesAt<B>;
+  }
+  k.codes += 4 * row0;
+  return k;
+}
+
+template <class B, class V, int Q>
+Quads<V> quads(const Chunk<V>& k) {
+  using q8_packed::kVector;
+  const auto bias = V::each_byte(char(0x80));
+  if constexpr (std::is_same_v<B, BlockQ8_0>) {
+    Quads<V> q{V::load(k.codes + kVector * Q), V::load(k.codes + kVector * (Q + 4))};
+    if constexpr (kVnni) q = {V::xor_(q.lo, bias), V::xor_(q.hi, bias)};
+    return q;
+  }
+  const auto nibble = V::each_byte(0x0f), z = V::load(k.codes + kVector * Q);
+  Quads<V> q{V::and_(z, nibble), V::and_(V::template shr16<4>(z), nibble)};
+  if constexpr (kLookup<B>) {
+    auto table = V::table16(kIQ4Values);
+    if constexpr (kVnni) table = V::xor_(table, bias);
+    q = {V::shuffle(table, q.lo), V::shuffle(table, q.hi)};
   }
   if constexpr (std::is_same_v<B, BlockQ5_K>) {
-    // Byte j of a row's four holds elements 8 j .. 8 j + 7: each position picks its byte, tests its bit.
-    const __m256i pick_lo = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
-                                             4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5);
-    const __m256i pick_hi = _mm256_add_epi8(pick_lo, _mm256_set1_epi8(2));
-    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);
-    const uint8_t* highs = p + q4k::kHighsAt + q4k::kChunkHighs * c;
-    auto fifth_bits = [&](__m256i v, __m256i pick) {
-      const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(v, pick), bit), bit);
-      return _mm256_and_si256(set, _mm256_set1_epi8(16));
-    };
-    for (int i = 0; i < 4; ++i) {
-      const __m256i v = _mm256_broadcastsi128_si256(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(highs + 8 * i)));
-      u.lo[i] = _mm256_or_si256(u.lo[i], fifth_bits(v, pick_lo));
-      u.hi[i] = _mm256_or_si256(u.hi[i], fifth_bits(v, pick_hi));
-    }
+    // Bit Q of each byte is its low nibble's fifth bit, bit 4 + Q its high one's (16-bit shifts:
+    // what crosses from the neighbouring byte misses bit 4).
+    const auto h = V::load(k.highs), bit = V::each_byte(0x10);
+    q.lo = V::or_(q.lo, V::and_(V::template shl16<4 - Q>(h), bit));
+    q.hi = V::or_(q.hi, V::and_(V::template shr16<Q>(h), bit));
   }
-  return u;
-}
-
-// Q6_K chunk b: the codes 0..63 (code - 32 is the weight's), the scales d * sc of each half.
-Unpacked unpack_q6k(const uint8_t* g, int64_t b) {
-  const uint8_t* p = packed_block<BlockQ6_K>(g, b);
-  const int c = chunk_of<BlockQ6_K>(b);
-  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  auto scales = [&](int half) {
-    const __m128i s = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + q6k::kScalesAt + kRows * half));
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s));
-  };
-  Unpacked u;
-  u.d = _mm256_mul_ps(d, scales(2 * c));
-  u.d_hi = _mm256_mul_ps(d, scales(2 * c + 1));
-  u.off = _mm256_setzero_ps();
-  const uint8_t* chunk = p + q6k::kChunksAt + q6k::kChunkBytes * c;
-  const __m256i nibble = _mm256_set1_epi8(0x0f), two_bits = _mm256_set1_epi8(3);
-  // Each lane's 8 bytes of high bits twice: row i's in the low lane, row i + 4's in the high one.
-  const __m256i twice = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7,  //
-                                         8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m256i second8 = _mm256_setr_epi64x(0, -1, 0, -1);
-  for (int i = 0; i < 4; ++i) {
-    const __m256i z = tile::load_bytes32(chunk + 32 * i);
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(chunk + q6k::kChunkLow + 16 * i));
-    const __m256i v = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(h), twice);
-    // Elements 0-7 at bits 0-1, 8-15 at 2-3, 16-23 at 4-5, 24-31 at 6-7 (16-bit shifts: the bits
-    // they pull in from the next byte are masked off).
-    const __m256i h_lo = _mm256_and_si256(_mm256_blendv_epi8(v, _mm256_srli_epi16(v, 2), second8), two_bits);
-    const __m256i h_hi = _mm256_and_si256(
-        _mm256_blendv_epi8(_mm256_srli_epi16(v, 4), _mm256_srli_epi16(v, 6), second8), two_bits);
-    u.lo[i] = _mm256_or_si256(_mm256_and_si256(z, nibble), _mm256_slli_epi16(h_lo, 4));
-    u.hi[i] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(z, 4), nibble), _mm256_slli_epi16(h_hi, 4));
+  if constexpr (std::is_same_v<B, BlockQ6_K>) {
+    // Bits 4 (Q % 2) and up: the low nibble's two high bits, then the high one's; moved to bits 4-5.
+    const auto h = V::load(k.highs + kVector * (Q / 2)), two = V::each_byte(0x30);
+    const auto lo = Q % 2 == 0 ? V::template shl16<4>(h) : h;
+    const auto hi = Q % 2 == 0 ? V::template shl16<2>(h) : V::template shr16<2>(h);
+    q.lo = V::or_(q.lo, V::and_(lo, two));
+    q.hi = V::or_(q.hi, V::and_(hi, two));
   }
-  return u;
+  return q;
 }
 
-template <class B>
-Unpacked unpack_chunk(const uint8_t* g, int64_t b) {
-  if constexpr (kAffineK<B>) return unpack_k<B>(g, b);
-  else if constexpr (std::is_same_v<B, BlockQ6_K>) return unpack_q6k(g, b);
-  else if constexpr (std::is_same_v<B, BlockIQ4_XS>) return unpack_iq4xs(g, b);
-  else return unpack<B>(packed_block<B>(g, b));
+template <class F>
+inline void each_quad(F f) {
+  f(std::integral_constant<int, 0>{});
+  f(std::integral_constant<int, 1>{});
+  f(std::integral_constant<int, 2>{});
+  f(std::integral_constant<int, 3>{});
 }
 
-// Q6_K: each half's exact sum of (code - 32) x, as sum code x - sum 32 x, then its own scale.
-inline __m256 q6k_dot(const Unpacked& u, __m256i x_lo, __m256i x_hi, float xd, __m256 acc) {
-  const __m256i thirty_two = _mm256_set1_epi8(32);
-  const __m256i m_lo = q8::lane_sums(thirty_two, x_lo), m_hi = q8::lane_sums(thirty_two, x_hi);
-  __m256i lo[4], hi[4];
-  for (int i = 0; i < 4; ++i) {
-    lo[i] = _mm256_sub_epi32(q8::lane_sums(u.lo[i], x_lo), m_lo);
-    hi[i] = _mm256_sub_epi32(q8::lane_sums(u.hi[i], x_hi), m_hi);
+// Quad v of a token's activation block in every lane.
+template <class V>
+inline typename V::I x_quad(const ActBlock& ab, int v) {
+  int32_t q;
+  std::memcpy(&q, ab.q + 4 * v, 4);
+  return V::each_dword(q);
+}
+
+// acc + each lane's four codes of w times the four activations of x.
+template <class B, class V>
+inline typename V::I dot(typename V::I acc, typename V::I w, typename V::I x) {
+  if constexpr (kSignedCodes<B> && !kVnni) return V::add_sums(acc, _mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+  else return V::add_sums(acc, w, x);
+}
+// The same for two quads; without VNNI, unsigned codes (at most 63) let the int16 sums of four
+// products (at most 4 * 63 * 127) add before widening.
+template <class B, class V>
+inline typename V::I dot2(typename V::I acc, typename V::I wa, typename V::I xa, typename V::I wb, typename V::I xb) {
+  if constexpr (kVnni || kSignedCodes<B>) {
+    return dot<B, V>(dot<B, V>(acc, wa, xa), wb, xb);
+  } else {
+    const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(wa, xa), _mm256_maddubs_epi16(wb, xb));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
-  const __m256 xd8 = _mm256_set1_ps(xd);
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q8::quad_sums(lo[0], lo[1], lo[2], lo[3])), _mm256_mul_ps(u.d, xd8), acc);
-  const __m256i hi_sums = q8::quad_sums(hi[0], hi[1], hi[2], hi[3]);
-  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi_sums), _mm256_mul_ps(u.d_hi, xd8), acc);
 }
 
-// T tokens (t = 0 .. T-1 of a) against the group's eight rows.
-template <class B, int T>
-void group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y, int64_t n_out, int rows) {
-  __m256 acc[T], off[T];
-  for (int t = 0; t < T; ++t) acc[t] = off[t] = _mm256_setzero_ps();
+// Where a token's integer sums start, so that the codes' bias comes off: Q6_K's codes are its
+// values plus 32 (each half summed apart), signed codes under VNNI their values plus 128.
+template <class B, class V>
+inline typename V::I sum_start(const ActBlock& ab, bool high_half) {
+  if constexpr (std::is_same_v<B, BlockQ6_K>) return V::each_dword(-32 * (high_half ? ab.sum_hi : ab.sum_lo));
+  if constexpr (kSignedCodes<B> && kVnni) return V::each_dword(-128 * (ab.sum_lo + ab.sum_hi));
+  return V::each_dword(0);
+}
+
+// T tokens (t = 0 .. T-1 of a) against the group's rows row0 .. row0 + rows - 1 (one vector's).
+template <class B, class V, int T>
+void group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y, int64_t n_out, int row0, int rows) {
+  constexpr bool kHalves = std::is_same_v<B, BlockQ6_K>;
+  using I = typename V::I;
+  using F = typename V::F;
+  F acc[T], off[T];
+  for (int t = 0; t < T; ++t) acc[t] = off[t] = V::zero();
   for (int64_t b = 0; b < nb; ++b) {
-    const Unpacked u = unpack_chunk<B>(g, b);
+    const Chunk<V> k = chunk_at<B, V>(g, b, row0);
+    const ActBlock* x[T];
+    I lo[T], hi[T];
     for (int t = 0; t < T; ++t) {
-      const ActBlock& ab = a[t * nb + b];
-      const __m256i x_lo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.q)));
-      const __m256i x_hi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.q + 16)));
-      if constexpr (std::is_same_v<B, BlockQ6_K>) {
-        acc[t] = q6k_dot(u, x_lo, x_hi, ab.d, acc[t]);
-        continue;
-      }
-      __m256i l[4];
-      for (int i = 0; i < 4; ++i) {
-        if constexpr (!kSignedCodes<B>) {
-          l[i] = q8::nibble_lane_sums(u.lo[i], x_lo, u.hi[i], x_hi);
+      x[t] = &a[t * nb + b];
+      lo[t] = sum_start<B, V>(*x[t], false);
+      if constexpr (kHalves) hi[t] = sum_start<B, V>(*x[t], true);
+    }
+    each_quad([&](auto v) {
+      const Quads<V> q = quads<B, V, v>(k);
+      for (int t = 0; t < T; ++t) {
+        if constexpr (kHalves) {
+          lo[t] = dot<B, V>(lo[t], q.lo, x_quad<V>(*x[t], v));
+          hi[t] = dot<B, V>(hi[t], q.hi, x_quad<V>(*x[t], v + 4));
         } else {
-          const __m256i lo = q8::lane_sums(u.lo[i], _mm256_sign_epi8(x_lo, u.lo_sign[i]));
-          l[i] = q8::add_lane_sums(lo, u.hi[i], _mm256_sign_epi8(x_hi, u.hi_sign[i]));
+          lo[t] = dot2<B, V>(lo[t], q.lo, x_quad<V>(*x[t], v), q.hi, x_quad<V>(*x[t], v + 4));
         }
       }
-      const __m256 sums = _mm256_cvtepi32_ps(q8::quad_sums(l[0], l[1], l[2], l[3]));
-      acc[t] = _mm256_fmadd_ps(sums, _mm256_mul_ps(u.d, _mm256_set1_ps(ab.d)), acc[t]);
-      if constexpr (kOffset<B> != Offset::None) off[t] = _mm256_fmadd_ps(u.off, _mm256_set1_ps(ab.s), off[t]);
+    });
+    for (int t = 0; t < T; ++t) {
+      const F xd = V::each_float(x[t]->d);
+      acc[t] = V::fma(V::to_float(lo[t]), V::mul(k.d, xd), acc[t]);
+      if constexpr (kHalves) acc[t] = V::fma(V::to_float(hi[t]), V::mul(k.d_hi, xd), acc[t]);
+      if constexpr (kOffset<B> != Offset::None) off[t] = V::fma(k.off, V::each_float(x[t]->s), off[t]);
     }
   }
-  for (int t = 0; t < T; ++t) {
-    alignas(32) float v[kRows];
-    _mm256_store_ps(v, _mm256_add_ps(acc[t], off[t]));
-    std::copy(v, v + rows, y + t * n_out);
-  }
+  for (int t = 0; t < T; ++t) V::store(y + t * n_out + row0, V::add(acc[t], off[t]), rows);
 }
 
+// Tokens per tile: as many as the vector registers hold accumulators for (sixteen with AVX2,
+// thirty-two with AVX-512).
+#if defined(FLASHSERVE_AVX512)
+constexpr int kTokens = 8;
+#else
 constexpr int kTokens = 4;
+#endif
+template <class B, class V>
+void vector_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
+                 int row0, int rows) {
+  int64_t t = 0;
+  for (; t + kTokens <= num_tokens; t += kTokens) {
+    group_tile<B, V, kTokens>(g, a + t * nb, nb, y + t * n_out, n_out, row0, rows);
+  }
+  if constexpr (kTokens > 4) {
+    if (t + 4 <= num_tokens) group_tile<B, V, 4>(g, a + t * nb, nb, y + t * n_out, n_out, row0, rows), t += 4;
+  }
+  if (t + 2 <= num_tokens) group_tile<B, V, 2>(g, a + t * nb, nb, y + t * n_out, n_out, row0, rows), t += 2;
+  if (t < num_tokens) group_tile<B, V, 1>(g, a + t * nb, nb, y + t * n_out, n_out, row0, rows);
+}
+
 template <class B>
 void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
                 int rows) {
-  int64_t t = 0;
-  for (; t + kTokens <= num_tokens; t += kTokens) group_tile<B, kTokens>(g, a + t * nb, nb, y + t * n_out, n_out, rows);
-  for (; t + 2 <= num_tokens; t += 2) group_tile<B, 2>(g, a + t * nb, nb, y + t * n_out, n_out, rows);
-  if (t < num_tokens) group_tile<B, 1>(g, a + t * nb, nb, y + t * n_out, n_out, rows);
+  for (int row0 = 0; row0 < rows; row0 += Wide::kLanes) {
+    vector_rows<B, Wide>(g, a, num_tokens, nb, y, n_out, row0, std::min(Wide::kLanes, rows - row0));
+  }
 }
 #else
 inline float u16_half(const uint8_t* p) {
@@ -264,19 +341,28 @@ inline float u16_half(const uint8_t* p) {
   return q8::half(h);
 }
 
+// Row r's code for element e of a chunk whose codes (and Q5_K's or Q6_K's high bits) are there:
+// the value it stands for, less Q4_0's 8 and the K-quants' minimum.
+template <class B>
+int code_at(const uint8_t* codes, const uint8_t* highs, int r, int e) {
+  if constexpr (std::is_same_v<B, BlockQ8_0>) return int8_t(codes[q8_packed::code_byte(r, e)]);
+  const uint8_t byte = codes[q8_packed::nibble_byte(r, e)];
+  int code = e < 16 ? byte & 0x0f : byte >> 4;
+  if constexpr (std::is_same_v<B, BlockQ5_K>) {
+    code |= ((highs[q8_packed::nibble_byte(r, e) % q8_packed::kVector] >> q4k::high_bit(e)) & 1) << 4;
+  }
+  if constexpr (std::is_same_v<B, BlockQ6_K>) code = (code | ((highs[q6k::high_byte(r, e)] >> q6k::high_shift(e)) & 3) << 4) - 32;
+  if constexpr (kLookup<B>) code = kIQ4Values[code];
+  return code;
+}
+
 // Q6_K chunk b of row r against one activation block: each half's exact sum, then its own scale.
 float q6k_dot_scalar(const uint8_t* g, int64_t b, int r, const ActBlock& ab, float acc) {
   const uint8_t* p = packed_block<BlockQ6_K>(g, b);
   const int c = chunk_of<BlockQ6_K>(b);
   const uint8_t* chunk = p + q6k::kChunksAt + q6k::kChunkBytes * c;
-  const uint8_t* nibbles = chunk + q8_packed::code_offset<BlockQ4_0>(r, 0);
-  const uint8_t* highs = chunk + q6k::kChunkLow + q6k::high_offset(r);
   int32_t sum[2] = {0, 0};
-  for (int e = 0; e < q8::kBlock; ++e) {
-    const int low = e < 16 ? nibbles[e] & 0x0f : nibbles[e - 16] >> 4;
-    const int high = (highs[e % 8] >> (2 * (e / 8))) & 3;
-    sum[e / 16] += ((low | high << 4) - 32) * ab.q[e];
-  }
+  for (int e = 0; e < q8::kBlock; ++e) sum[e / 16] += code_at<BlockQ6_K>(chunk, chunk + q6k::kChunkLow, r, e) * ab.q[e];
   const float d = u16_half(p + 2 * r);
   for (int half = 0; half < 2; ++half) {
     const float scale = d * float(int8_t(p[q6k::kScalesAt + kRows * (2 * c + half) + r]));
@@ -288,42 +374,25 @@ float q6k_dot_scalar(const uint8_t* g, int64_t b, int r, const ActBlock& ab, flo
 // Chunk b of row r against one activation block, into the row's sums as matmul_q8's scalar code adds.
 template <class B>
 void chunk_dot_scalar(const uint8_t* g, int64_t b, int r, const ActBlock& ab, float& acc, float& off) {
-  float d, min = 0.0f;
+  const uint8_t* p = packed_block<B>(g, b);
+  const int c = chunk_of<B>(b);
+  float d = u16_half(p + 2 * r), min = 0.0f;
   const uint8_t* codes;
   const uint8_t* highs = nullptr;  // Q5_K's fifth bits
   if constexpr (kAffineK<B>) {
-    const uint8_t* p = packed_block<B>(g, b);
-    const int c = chunk_of<B>(b);
-    d = u16_half(p + 2 * r) * float(p[q4k::kScalesAt + kRows * c + r]);
+    d *= float(p[q4k::kScalesAt + kRows * c + r]);
     min = -(u16_half(p + q4k::kDminAt + 2 * r) * float(p[q4k::kMinsAt + kRows * c + r]));
     codes = p + q4k::kCodesAt + q4k::kChunkCodes * c;
-    if constexpr (std::is_same_v<B, BlockQ5_K>) {
-      highs = p + q4k::kHighsAt + q4k::kChunkHighs * c + q4k::high_offset(r);
-    }
+    if constexpr (std::is_same_v<B, BlockQ5_K>) highs = p + q4k::kHighsAt + q4k::kChunkHighs * c;
   } else if constexpr (std::is_same_v<B, BlockIQ4_XS>) {
-    const uint8_t* p = packed_block<B>(g, b);
-    const int c = chunk_of<B>(b);
-    d = u16_half(p + 2 * r) * float(int8_t(p[iq4xs::kScalesAt + kRows * c + r]));
+    d *= float(int8_t(p[iq4xs::kScalesAt + kRows * c + r]));
     codes = p + iq4xs::kCodesAt + iq4xs::kChunkCodes * c;
   } else {
-    const uint8_t* p = packed_block<B>(g, b);
-    d = u16_half(p + 2 * r);
     if constexpr (kOffset<B> == Offset::Min) min = u16_half(p + q8_packed::kMinAt<B> + 2 * r);
     codes = p + q8_packed::kCodesAt<B>;
   }
   int32_t sum = 0;
-  for (int e = 0; e < q8::kBlock; ++e) {
-    int code;
-    if constexpr (kNibbles<B>) {
-      const uint8_t byte = codes[q8_packed::code_offset<BlockQ4_0>(r, 0) + e % 16];
-      code = e < 16 ? byte & 0x0f : byte >> 4;
-      if constexpr (std::is_same_v<B, BlockQ5_K>) code |= ((highs[e / 8] >> (e % 8)) & 1) << 4;
-      if constexpr (kLookup<B>) code = kIQ4Values[code];
-    } else {
-      code = int8_t(codes[q8_packed::code_offset<B>(r, e / 16) + e % 16]);
-    }
-    sum += code * ab.q[e];
-  }
+  for (int e = 0; e < q8::kBlock; ++e) sum += code_at<B>(codes, highs, r, e) * ab.q[e];
   acc = std::fma(float(sum), d * ab.d, acc);
   if constexpr (kOffset<B> == Offset::Min) off = std::fma(min, ab.s, off);
   if constexpr (kOffset<B> == Offset::MinusEightD) off = std::fma(-8.0f * d, ab.s, off);
@@ -349,20 +418,22 @@ void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t
 }
 #endif
 
-// Threads take contiguous runs of groups and prefetch 16 rows ahead, as matmul_q8 does (four groups
-// of four rows there).
-constexpr int64_t kPrefetchGroups = 2;
+// Threads take contiguous runs of groups: each reads its weights front to back, which the
+// hardware prefetcher follows (prefetching in software, as matmul_q8 does, made decode 10% slower
+// here). Tokens go by blocks whose activations stay in a core's L2 (64 tokens of k = 8,192 take
+// 850 KB) while every group of the run passes them.
+constexpr int64_t kTokenBlock = 64;
 template <class B>
 void matmul_groups(const ActBlock* a, int64_t num_tokens, int64_t nb, const uint8_t* w, int64_t n_out, float* y) {
   const int64_t groups = (n_out + kRows - 1) / kRows;
   const size_t group_bytes = size_t(nb / q8_packed::kChunksPerBlock<B>) * q8_packed::kPackedBlockBytes<B>;
   parallel_for(groups, [&](int64_t begin, int64_t end) {
-    for (int64_t g = begin; g < end; ++g) {
-      if (g + kPrefetchGroups < end) {
-        tile::prefetch_rows(reinterpret_cast<const char*>(w + (g + kPrefetchGroups) * group_bytes), group_bytes);
+    for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokenBlock) {
+      const int64_t tokens = std::min(kTokenBlock, num_tokens - t0);
+      for (int64_t g = begin; g < end; ++g) {
+        const int rows = int(std::min<int64_t>(kRows, n_out - g * kRows));
+        group_rows<B>(w + g * group_bytes, a + t0 * nb, tokens, nb, y + t0 * n_out + g * kRows, n_out, rows);
       }
-      const int rows = int(std::min<int64_t>(kRows, n_out - g * kRows));
-      group_rows<B>(w + g * group_bytes, a, num_tokens, nb, y + g * kRows, n_out, rows);
     }
   });
 }
