@@ -183,12 +183,16 @@ void BM_PagedAttention(benchmark::State& state) {
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 // 16 sequences at 256: the serving benchmark's decode step (flashserve-bench --concurrency 16).
+// Prefill of 512, 2048 and 4096 tokens: the long prompts whose K/V the query tiles read once a tile.
 BENCHMARK(BM_PagedAttention)
     ->ArgNames({"seqs", "ctx", "queries", "kernels"})
     ->ArgsProduct({{1}, {512, 2048}, {1}, {1, 4}})
     ->ArgsProduct({{8}, {1024}, {1}, {1, 4}})
     ->ArgsProduct({{16}, {256}, {1}, {1, 4}})
-    ->ArgsProduct({{1}, {512}, {512}, {1, 4}})
+    ->Args({1, 512, 512, 1})
+    ->Args({1, 512, 512, 4})
+    ->Args({1, 2048, 2048, 4})
+    ->Args({1, 4096, 4096, 4})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

@@ -154,7 +154,8 @@ TEST(PagedAttention, ShuffledBlocksEqualContiguousBitwise) {
 }
 
 // A prompt prefilled in chunks (each chunk writing its K/V first) must give every query the same
-// bits as one whole-prompt pass, whatever the thread count.
+// bits as one whole-prompt pass, whatever the thread count: chunks of 13, 16, 1 and 7 tokens cut the
+// 16-token query tiles of the whole pass everywhere else, and the 1-token chunk is a decode step.
 TEST(PagedAttention, ChunkedPrefillEqualsWholeBitwise) {
   for (DType t : {DType::F32, DType::F16}) {
     SCOPED_TRACE(dtype_name(t));
@@ -168,8 +169,8 @@ TEST(PagedAttention, ChunkedPrefillEqualsWholeBitwise) {
       set_num_threads(threads);
       b.poison_caches();
       std::vector<float> chunked(b.q.size(), NAN);
-      const int32_t bounds[] = {0, 13, 30, ctx};
-      for (int c = 0; c < 3; ++c) {
+      const int32_t bounds[] = {0, 13, 29, 30, ctx};
+      for (int c = 0; c < 4; ++c) {
         const int32_t begin = bounds[c], end = bounds[c + 1];
         b.write(0, begin, end);
         AttentionArrays seq;

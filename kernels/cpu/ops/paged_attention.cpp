@@ -50,11 +50,23 @@ struct KvView {
   }
 };
 
-// The query heads sharing one KV head, for one token; q and out point at the first head's row.
-struct HeadGroup {
+// The query heads sharing one KV head, for a run of consecutive tokens of one sequence (one token
+// in decode): token i's head h row at q + i * token_stride + h * head_dim (out likewise). Token i
+// attends positions first .. end0 + i - 1. The tile's tokens read each K and V row once, from L1,
+// instead of once each from wherever the cache is: what keeps a long prompt's memory traffic from
+// growing with the square of its length.
+struct QueryTile {
   const float* q;
   float* out;
-  int32_t heads;
+  int32_t heads, tokens;
+  int64_t token_stride;
+  int32_t end0;
+
+  int32_t rows() const { return heads * tokens; }
+  // Query row x = i * heads + h.
+  const float* q_row(int32_t x, int64_t hd) const { return q + (x / heads) * token_stride + (x % heads) * hd; }
+  float* out_row(int32_t x, int64_t hd) const { return out + (x / heads) * token_stride + (x % heads) * hd; }
+  int32_t end_of(int32_t x) const { return end0 + x / heads; }
 };
 
 // The cache elements p[0 .. n-1] (fewer than W: zero-filled; none: zeros) as floats. f16 converts
@@ -85,50 +97,54 @@ void store_sums(const V (&acc)[kRowsAtOnce], float scale, float* out, int count)
   for (int j = 0; j < count; ++j) out[j] = scale * sums[j];
 }
 
-// scores[h * n + j] = scale * q_h . K_{first + j}, n = end - first; each block's K rows are read
-// once for the whole group, kRowsAtOnce at a time (a shorter run repeats its last row and drops it).
+// scores[x * n + j] = scale * q_x . K_{first + j} for each query row x and j < its end - first,
+// n = the last token's end - first; each block's K rows are read once for the whole tile,
+// kRowsAtOnce at a time (a shorter run repeats its last row and drops it). A row's dot products
+// do not depend on the rows beside them, so a token's scores are the same bits in any tile.
 template <class T>
-void group_scores(const KvView& kv, const T* k_cache, const HeadGroup& g, int32_t first, int32_t end, float scale,
-                  float* scores) {
+void group_scores(const KvView& kv, const T* k_cache, const QueryTile& g, int32_t first, float scale, float* scores) {
   const int64_t hd = kv.layout.head_dim, stride = kv.stride();
-  const int32_t n = end - first;
+  const int32_t end = g.end_of(g.rows() - 1), n = end - first;
   kv.for_each_block(k_cache, first, end, [&](int32_t j0, int32_t rows, const T* base) {
     for (int32_t r0 = 0; r0 < rows; r0 += kRowsAtOnce) {
       const int count = std::min(kRowsAtOnce, rows - r0);
       const T* k[kRowsAtOnce];
       for (int j = 0; j < kRowsAtOnce; ++j) k[j] = base + (r0 + std::min(j, count - 1)) * stride;
-      for (int32_t h = 0; h < g.heads; ++h) {
-        const float* q = g.q + h * hd;
+      for (int32_t x = 0; x < g.rows(); ++x) {
+        const int32_t seen = g.end_of(x) - first - (j0 + r0);  // of these rows, the ones x attends
+        if (seen <= 0) continue;
+        const float* q = g.q_row(x, hd);
         V acc[kRowsAtOnce];
         for (V& a : acc) a = zero();
         for (int64_t c = 0; c < hd; c += W) {
           const V qc = load_kv(q + c, hd - c);
           for (int j = 0; j < kRowsAtOnce; ++j) acc[j] = fma(qc, load_kv(k[j] + c, hd - c), acc[j]);
         }
-        store_sums(acc, scale, scores + h * n + j0 + r0, count);
+        store_sums(acc, scale, scores + x * n + j0 + r0, std::min(count, seen));
       }
     }
   });
 }
 
-// out_h = sum_j p[h * n + j] * V_{first + j}, in ascending j. A block's V rows stay in L1 while
-// every head of the group consumes them; each head's running sum waits in its output row between
+// out_x = sum_j p[x * n + j] * V_{first + j}, in ascending j. A block's V rows stay in L1 while
+// every query row of the tile consumes them; each row's running sum waits in its output row between
 // blocks (stored and reloaded exactly, so the order of operations per element is just ascending j).
 template <class T>
-void group_values(const KvView& kv, const T* v_cache, const HeadGroup& g, int32_t first, int32_t end,
-                  const float* p) {
+void group_values(const KvView& kv, const T* v_cache, const QueryTile& g, int32_t first, const float* p) {
   const int64_t hd = kv.layout.head_dim, stride = kv.stride();
-  const int32_t n = end - first;
-  for (int32_t h = 0; h < g.heads; ++h) std::fill(g.out + h * hd, g.out + (h + 1) * hd, 0.0f);
+  const int32_t end = g.end_of(g.rows() - 1), n = end - first;
+  for (int32_t x = 0; x < g.rows(); ++x) std::fill(g.out_row(x, hd), g.out_row(x, hd) + hd, 0.0f);
   kv.for_each_block(v_cache, first, end, [&](int32_t j0, int32_t rows, const T* base) {
-    for (int32_t h = 0; h < g.heads; ++h) {
-      float* out = g.out + h * hd;
-      const float* ph = p + h * n + j0;
+    for (int32_t x = 0; x < g.rows(); ++x) {
+      const int32_t seen = std::min(rows, g.end_of(x) - first - j0);
+      if (seen <= 0) continue;
+      float* out = g.out_row(x, hd);
+      const float* px = p + x * n + j0;
       for (int64_t c0 = 0; c0 < hd; c0 += kOutVecs * W) {
         V acc[kOutVecs];
         for (int i = 0; i < kOutVecs; ++i) acc[i] = load_partial(out + c0 + i * W, int(hd - c0 - i * W));
-        for (int32_t r = 0; r < rows; ++r) {
-          const V pj = set1(ph[r]);
+        for (int32_t r = 0; r < seen; ++r) {
+          const V pj = set1(px[r]);
           const T* v = base + r * stride + c0;
           for (int i = 0; i < kOutVecs; ++i) acc[i] = fma(pj, load_kv(v + i * W, hd - c0 - i * W), acc[i]);
         }
@@ -138,24 +154,35 @@ void group_values(const KvView& kv, const T* v_cache, const HeadGroup& g, int32_
   });
 }
 
-// Two-pass softmax attention of a head group over positions first..end-1; scratch holds
-// heads * (end - first + 1).
+// Two-pass softmax attention of a query tile over positions first.. (each row to its own end);
+// scratch holds rows * (n + 1), n = the last token's end - first.
 template <class T>
-void attend_group(const KvView& kv, const T* k_cache, const T* v_cache, const HeadGroup& g, int32_t first,
-                  int32_t end, float scale, float* scratch) {
-  const int32_t n = end - first;
+void attend_tile(const KvView& kv, const T* k_cache, const T* v_cache, const QueryTile& g, int32_t first, float scale,
+                 float* scratch) {
+  const int32_t n = g.end_of(g.rows() - 1) - first;
   float* scores = scratch;
-  float* sums = scratch + int64_t(g.heads) * n;
-  group_scores(kv, k_cache, g, first, end, scale, scores);
-  for (int32_t h = 0; h < g.heads; ++h) sums[h] = exp_sub_sum(scores + h * n, n, max_of(scores + h * n, n));
-  group_values(kv, v_cache, g, first, end, scores);
-  for (int32_t h = 0; h < g.heads; ++h) scale_inplace(g.out + h * kv.layout.head_dim, kv.layout.head_dim, 1.0f / sums[h]);
+  float* sums = scratch + int64_t(g.rows()) * n;
+  group_scores(kv, k_cache, g, first, scale, scores);
+  for (int32_t x = 0; x < g.rows(); ++x) {
+    float* row = scores + x * n;
+    const int32_t seen = g.end_of(x) - first;
+    sums[x] = exp_sub_sum(row, seen, max_of(row, seen));
+  }
+  group_values(kv, v_cache, g, first, scores);
+  for (int32_t x = 0; x < g.rows(); ++x) scale_inplace(g.out_row(x, kv.layout.head_dim), kv.layout.head_dim, 1.0f / sums[x]);
 }
 
-struct TokenRef {
+// Consecutive query tokens of one sequence: the first attends positions 0 .. context - 1, each next
+// one position more.
+struct TileRef {
   int32_t seq;
-  int32_t context;  // positions this token attends to: 0 .. context - 1
+  int32_t token;  // the first one's row in q
+  int32_t tokens;
+  int32_t context;
 };
+
+// Query tokens per tile: 16 tokens of a 4-head group are 64 query rows against each K and V row.
+constexpr int32_t kQueryTile = 16;
 
 void check_cache_type(DType kv_type, const char* op) {
   if (kv_type != DType::F32 && kv_type != DType::F16)
@@ -181,29 +208,37 @@ struct Scratch {
 template <class T>
 void attend_all(const float* q, const T* kc, const T* vc, const KvLayout& layout, const AttentionBatch& batch,
                 int32_t num_heads, float scale, float* out) {
-  std::vector<TokenRef> tokens;
+  // A sliding window starts each token's positions elsewhere: one token a tile there.
+  const int32_t tile = batch.window > 0 ? 1 : kQueryTile;
+  std::vector<TileRef> tiles;
   for (int32_t s = 0; s < batch.num_seqs; ++s) {
     const int32_t begin = batch.query_start[s], n = batch.query_start[s + 1] - begin, context = batch.context_lens[s];
-    if (int64_t(tokens.size()) < int64_t(begin) + n) tokens.resize(size_t(begin + n), TokenRef{-1, 0});
-    for (int32_t i = 0; i < n; ++i) tokens[size_t(begin + i)] = {s, context - n + i + 1};
+    for (int32_t i = 0; i < n; i += tile) {
+      const int32_t c = context - n + i + 1;  // token i's
+      // Padding rows (no context) are skipped; a tile starts at the first token that has one.
+      const int32_t skip = std::min(std::max(0, 1 - c), n - i);
+      if (skip >= std::min(tile, n - i)) continue;
+      tiles.push_back({s, begin + i + skip, std::min(tile, n - i) - skip, c + skip});
+    }
   }
   const int32_t group = num_heads / layout.num_kv_heads;
   const int64_t hd = layout.head_dim;
-  const int64_t items = int64_t(tokens.size()) * layout.num_kv_heads;
+  const int64_t items = int64_t(tiles.size()) * layout.num_kv_heads;
 
-  // Work items are (token, KV head) pairs, each computed whole by one thread, so any schedule is
+  // Work items are (tile, KV head) pairs, each computed whole by one thread, so any schedule is
   // deterministic; one by one balances causal prefill, where late tokens see many more positions.
   parallel_for_each(items, [&](int64_t it) {
     thread_local Scratch scratch;
-    const TokenRef tok = tokens[size_t(it / layout.num_kv_heads)];
-    if (tok.seq < 0 || tok.context <= 0) return;  // row not covered by any sequence, or padding
+    const TileRef t = tiles[size_t(it / layout.num_kv_heads)];
     const int32_t kv_head = int32_t(it % layout.num_kv_heads);
-    scratch.scores.resize(std::max(scratch.scores.size(), size_t(group) * size_t(tok.context + 1)));
-    const int64_t row = (it / layout.num_kv_heads * num_heads + int64_t(kv_head) * group) * hd;
-    const HeadGroup g{q + row, out + row, group};
-    const int32_t* table = batch.block_tables + int64_t(tok.seq) * batch.max_blocks_per_seq;
-    const int32_t first = batch.window > 0 ? std::max(0, tok.context - batch.window) : 0;
-    attend_group(KvView{layout, table, kv_head}, kc, vc, g, first, tok.context, scale, scratch.scores.data());
+    const int32_t first = batch.window > 0 ? std::max(0, t.context - batch.window) : 0;
+    const QueryTile g{q + (int64_t(t.token) * num_heads + int64_t(kv_head) * group) * hd,
+                      out + (int64_t(t.token) * num_heads + int64_t(kv_head) * group) * hd,
+                      group, t.tokens, int64_t(num_heads) * hd, t.context};
+    const size_t need = size_t(g.rows()) * size_t(t.context + t.tokens - first);
+    scratch.scores.resize(std::max(scratch.scores.size(), need));
+    const int32_t* table = batch.block_tables + int64_t(t.seq) * batch.max_blocks_per_seq;
+    attend_tile(KvView{layout, table, kv_head}, kc, vc, g, first, scale, scratch.scores.data());
   });
 }
 
