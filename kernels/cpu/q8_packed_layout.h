@@ -23,7 +23,9 @@
 // nibble vector v, bits 4 (v % 2) .. + 1 for the low nibble's element and the next two for the high
 // one's (q6k::high_byte, high_shift). Exactly the file's 210 bytes a row.
 //
-// IQ4_NL is Q4_0's block (its nibbles index kIQ4Values) and packs as Q4_0. IQ4_XS (namespace
+// IQ4_NL is Q4_0's block (its nibbles index kIQ4Values) and packs as Q4_0. Q5_0 and Q5_1 (what
+// llama-quantize writes for rows not in whole 256s, as Qwen2.5-0.5B's 896-wide ones) pack as Q4_0
+// and Q4_1 followed by a vector of fifth bits as Q5_K's. IQ4_XS (namespace
 // iq4xs): per super-block of the rows, their d (f16), each chunk's 6-bit scale minus 32
 // ([chunk][row], int8), then each chunk's nibble vectors: 2 bytes a row more than the file's 136.
 #pragma once
@@ -43,37 +45,60 @@ template <>
 struct Layout<BlockQ4_0> {
   static constexpr bool kMin = false;
   static constexpr int kCodeBytes = 16;
+  static constexpr int kHighBytes = 0;
 };
 template <>
 struct Layout<BlockQ4_1> {
   static constexpr bool kMin = true;
   static constexpr int kCodeBytes = 16;
+  static constexpr int kHighBytes = 0;
 };
 template <>
 struct Layout<BlockIQ4_NL> {  // Q4_0's block, its nibbles indexing kIQ4Values
   static constexpr bool kMin = false;
   static constexpr int kCodeBytes = 16;
+  static constexpr int kHighBytes = 0;
+};
+template <>
+struct Layout<BlockQ5_0> {  // nibbles, then a vector of fifth bits as Q5_K's
+  static constexpr bool kMin = false;
+  static constexpr int kCodeBytes = 16;
+  static constexpr int kHighBytes = 4;
+};
+template <>
+struct Layout<BlockQ5_1> {
+  static constexpr bool kMin = true;
+  static constexpr int kCodeBytes = 16;
+  static constexpr int kHighBytes = 4;
 };
 template <>
 struct Layout<BlockQ8_0> {
   static constexpr bool kMin = false;
   static constexpr int kCodeBytes = 32;
+  static constexpr int kHighBytes = 0;
 };
 
 template <class Block>
 constexpr size_t kMinAt = 2 * kRows;
 template <class Block>
 constexpr size_t kCodesAt = (Layout<Block>::kMin ? 4 : 2) * kRows;
+template <class Block>
+constexpr size_t kHighsAt = kCodesAt<Block> + kRows * Layout<Block>::kCodeBytes;
 // Where row r's element e (0..31) goes in a block's nibble vectors (the low nibble for e < 16,
 // the high one above), or in Q8_0's code vectors.
 constexpr size_t nibble_byte(int r, int e) { return kVector * size_t(e % 16 / 4) + 4 * size_t(r) + size_t(e % 4); }
 constexpr size_t code_byte(int r, int e) { return kVector * size_t(e / 4) + 4 * size_t(r) + size_t(e % 4); }
+// Q5_0, Q5_1 and Q5_K: where element e's fifth bit goes in its vector of them (q4k::high_bit: which
+// bit of that byte).
+constexpr size_t fifth_bit_byte(int r, int e) { return nibble_byte(r, e) % kVector; }
 
 template <class Block>
-constexpr size_t kGroupBlock = kCodesAt<Block> + kRows * Layout<Block>::kCodeBytes;
+constexpr size_t kGroupBlock = kHighsAt<Block> + kRows * Layout<Block>::kHighBytes;
 
 static_assert(kGroupBlock<BlockQ4_0> == kRows * sizeof(BlockQ4_0));
 static_assert(kGroupBlock<BlockQ4_1> == kRows * sizeof(BlockQ4_1));
+static_assert(kGroupBlock<BlockQ5_0> == kRows * sizeof(BlockQ5_0));
+static_assert(kGroupBlock<BlockQ5_1> == kRows * sizeof(BlockQ5_1));
 static_assert(kGroupBlock<BlockQ8_0> == kRows * sizeof(BlockQ8_0));
 static_assert(kGroupBlock<BlockIQ4_NL> == kRows * sizeof(BlockIQ4_NL));
 

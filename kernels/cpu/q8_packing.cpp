@@ -48,6 +48,12 @@ void put_nibbles(uint8_t* vectors, int r, Code code) {
   for (int e = 0; e < 16; ++e) vectors[q8_packed::nibble_byte(r, e)] = uint8_t(code(e) | code(e + 16) << 4);
 }
 
+// Row r's fifth bits (bit(e), e = 0..31) into a block's vector of them.
+template <class Bit>
+void put_fifth_bits(uint8_t* vector, int r, Bit bit) {
+  for (int e = 0; e < 32; ++e) vector[q8_packed::fifth_bit_byte(r, e)] |= uint8_t(bit(e) << q8_packed::q4k::high_bit(e));
+}
+
 template <class Block>
 void pack_groups(const Block* w, int64_t n_out, int64_t nb, uint8_t* out) {
   using L = q8_packed::Layout<Block>;
@@ -59,6 +65,11 @@ void pack_groups(const Block* w, int64_t n_out, int64_t nb, uint8_t* out) {
       for (int e = 0; e < 32; ++e) codes[q8_packed::code_byte(r, e)] = uint8_t(src.qs[e]);
     } else {
       put_nibbles(codes, r, [&](int e) { return e < 16 ? src.qs[e] & 0x0f : src.qs[e - 16] >> 4; });
+    }
+    if constexpr (L::kHighBytes > 0) {
+      uint32_t qh;
+      std::memcpy(&qh, src.qh, 4);
+      put_fifth_bits(p + q8_packed::kHighsAt<Block>, r, [&](int e) { return (qh >> e) & 1; });
     }
   });
 }
@@ -77,10 +88,7 @@ void pack_k_groups(const Block* w, int64_t n_out, int64_t nsb, uint8_t* out) {
       put_nibbles(p + q4k::kCodesAt + q4k::kChunkCodes * c, r,
                   [&](int e) { return (src.qs[32 * (c / 2) + e] >> (4 * (c % 2))) & 0x0f; });
       if constexpr (std::is_same_v<Block, BlockQ5_K>) {
-        uint8_t* highs = p + q4k::kHighsAt + q4k::kChunkHighs * c;
-        for (int e = 0; e < 32; ++e) {
-          highs[q8_packed::nibble_byte(r, e) % q8_packed::kVector] |= uint8_t(((src.qh[e] >> c) & 1) << q4k::high_bit(e));
-        }
+        put_fifth_bits(p + q4k::kHighsAt + q4k::kChunkHighs * c, r, [&](int e) { return (src.qh[e] >> c) & 1; });
       }
     }
   });
@@ -127,6 +135,8 @@ bool visit_packed(DType wtype, F f) {
   switch (wtype) {
     case DType::Q4_0: return f(BlockQ4_0{}), true;
     case DType::Q4_1: return f(BlockQ4_1{}), true;
+    case DType::Q5_0: return f(BlockQ5_0{}), true;
+    case DType::Q5_1: return f(BlockQ5_1{}), true;
     case DType::Q8_0: return f(BlockQ8_0{}), true;
     case DType::IQ4_NL: return f(BlockIQ4_NL{}), true;
     case DType::Q4_K: return f(BlockQ4_K{}), true;

@@ -308,8 +308,8 @@ TEST(MatmulQ8, NonFiniteActivationsFollowThePlainContract) {
 // and their halves, odd and even block counts.
 TEST(MatmulQ8, PackedRowsGiveTheSameBits) {
   std::mt19937 rng(75);
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::IQ4_NL, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                  DType::IQ4_XS}) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::Q4_K,
+                  DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     ASSERT_TRUE(q8_packs(t));
     for (int64_t n_out : {1, 7, 8, 9, 16, 24, 37}) {
       for (int64_t blocks : {1, 2, 3, 18}) {
@@ -334,13 +334,13 @@ TEST(MatmulQ8, PackedRowsGiveTheSameBits) {
       }
     }
   }
-  for (DType t : {DType::Q5_0, DType::Q3_K, DType::F32}) EXPECT_FALSE(q8_packs(t)) << dtype_name(t);
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::F32}) EXPECT_FALSE(q8_packs(t)) << dtype_name(t);
   std::vector<float> x(64), y(1);
   std::vector<uint8_t> w(4096);
   EXPECT_THROW(matmul_q8_packed(x.data(), 1, 64, w.data(), DType::Q3_K, 1, y.data()), std::invalid_argument);
   EXPECT_THROW(matmul_q8_packed(x.data(), 1, 64, w.data(), DType::Q4_K, 1, y.data()), std::invalid_argument);
   EXPECT_THROW(matmul_q8_packed(x.data(), 1, 48, w.data(), DType::Q4_1, 1, y.data()), std::invalid_argument);
-  EXPECT_THROW(pack_rows_for_q8(w.data(), DType::Q5_1, 1, 64, y.data()), std::invalid_argument);
+  EXPECT_THROW(pack_rows_for_q8(w.data(), DType::Q2_K, 1, 256, y.data()), std::invalid_argument);
 }
 
 TEST(MatmulQ8, RefusesFloatFormatsAndPartialBlocks) {

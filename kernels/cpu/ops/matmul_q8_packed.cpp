@@ -21,9 +21,10 @@ namespace {
 using q8::ActBlock;
 using q8_packed::kRows;
 
-// What a chunk adds besides codes times scale (matmul_q8's offsets): Q4_1 its minimum times the
-// activations' sum (Q4_K and Q5_K minus dmin times the chunk's minimum), Q4_0 -8 d times it (its codes
-// 0..15 stand for -8..7), Q8_0, IQ4 and Q6_K (whose codes' bias comes off exactly) nothing.
+// What a chunk adds besides codes times scale (matmul_q8's offsets): Q4_1 and Q5_1 their minimum
+// times the activations' sum (Q4_K and Q5_K minus dmin times the chunk's minimum), Q4_0 -8 d times
+// it (its codes 0..15 stand for -8..7); Q8_0, IQ4, Q5_0 and Q6_K (whose codes' bias comes off
+// exactly) nothing.
 enum class Offset { None, Min, MinusEightD };
 template <class B>
 constexpr bool kAffineK = std::is_same_v<B, BlockQ4_K> || std::is_same_v<B, BlockQ5_K>;
@@ -32,10 +33,13 @@ template <class B>
 constexpr bool kLookup = std::is_same_v<B, BlockIQ4_NL> || std::is_same_v<B, BlockIQ4_XS>;
 template <class B>
 constexpr bool kSignedCodes = std::is_same_v<B, BlockQ8_0> || kLookup<B>;
+// Codes of five bits: nibbles and a vector of fifth bits.
 template <class B>
-constexpr Offset kOffset = std::is_same_v<B, BlockQ4_1> || kAffineK<B> ? Offset::Min
-                           : std::is_same_v<B, BlockQ4_0>              ? Offset::MinusEightD
-                                                                       : Offset::None;
+constexpr bool kFifthBit = std::is_same_v<B, BlockQ5_0> || std::is_same_v<B, BlockQ5_1> || std::is_same_v<B, BlockQ5_K>;
+template <class B>
+constexpr Offset kOffset = std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ5_1> || kAffineK<B> ? Offset::Min
+                           : std::is_same_v<B, BlockQ4_0>                                          ? Offset::MinusEightD
+                                                                                                   : Offset::None;
 namespace q4k = q8_packed::q4k;
 namespace q6k = q8_packed::q6k;
 namespace iq4xs = q8_packed::iq4xs;
@@ -155,7 +159,7 @@ template <class V>
 struct Chunk {
   typename V::F d, d_hi, off;
   const uint8_t* codes;  // nibble vectors, or Q8_0's code vectors
-  const uint8_t* highs;  // Q5_K's fifth bits, Q6_K's high two bits
+  const uint8_t* highs;  // fifth bits (Q5_0, Q5_1, Q5_K), Q6_K's high two bits
 };
 
 // Chunk b of the group's rows row0 .. row0 + V::kLanes - 1.
@@ -186,6 +190,7 @@ Chunk<V> chunk_at(const uint8_t* g, int64_t b, int row0) {
     if constexpr (kOffset<B> == Offset::Min) k.off = V::halves(p + q8_packed::kMinAt<B> + 2 * row0);
     if constexpr (kOffset<B> == Offset::MinusEightD) k.off = V::mul(k.d, V::each_float(-8.0f));
     k.codes = p + q8_packed::kCodesAt<B>;
+    if constexpr (kFifthBit<B>) k.highs = p + q8_packed::kHighsAt<B> + 4 * row0;
   }
   k.codes += 4 * row0;
   return k;
@@ -207,7 +212,7 @@ Quads<V> quads(const Chunk<V>& k) {
     if constexpr (kVnni) table = V::xor_(table, bias);
     q = {V::shuffle(table, q.lo), V::shuffle(table, q.hi)};
   }
-  if constexpr (std::is_same_v<B, BlockQ5_K>) {
+  if constexpr (kFifthBit<B>) {
     // Bit Q of each byte is its low nibble's fifth bit, bit 4 + Q its high one's (16-bit shifts:
     // what crosses from the neighbouring byte misses bit 4).
     const auto h = V::load(k.highs), bit = V::each_byte(0x10);
@@ -260,10 +265,12 @@ inline typename V::I dot2(typename V::I acc, typename V::I wa, typename V::I xa,
 }
 
 // Where a token's integer sums start, so that the codes' bias comes off: Q6_K's codes are its
-// values plus 32 (each half summed apart), signed codes under VNNI their values plus 128.
+// values plus 32 (each half summed apart), Q5_0's plus 16, signed codes under VNNI their values
+// plus 128.
 template <class B, class V>
 inline typename V::I sum_start(const ActBlock& ab, bool high_half) {
   if constexpr (std::is_same_v<B, BlockQ6_K>) return V::each_dword(-32 * (high_half ? ab.sum_hi : ab.sum_lo));
+  if constexpr (std::is_same_v<B, BlockQ5_0>) return V::each_dword(-16 * (ab.sum_lo + ab.sum_hi));
   if constexpr (kSignedCodes<B> && kVnni) return V::each_dword(-128 * (ab.sum_lo + ab.sum_hi));
   return V::each_dword(0);
 }
@@ -341,16 +348,15 @@ inline float u16_half(const uint8_t* p) {
   return q8::half(h);
 }
 
-// Row r's code for element e of a chunk whose codes (and Q5_K's or Q6_K's high bits) are there:
-// the value it stands for, less Q4_0's 8 and the K-quants' minimum.
+// Row r's code for element e of a chunk whose codes (and fifth bits, or Q6_K's high bits) are
+// there: the value it stands for, less Q4_0's 8 and the minimums of Q4_1, Q5_1 and the K-quants.
 template <class B>
 int code_at(const uint8_t* codes, const uint8_t* highs, int r, int e) {
   if constexpr (std::is_same_v<B, BlockQ8_0>) return int8_t(codes[q8_packed::code_byte(r, e)]);
   const uint8_t byte = codes[q8_packed::nibble_byte(r, e)];
   int code = e < 16 ? byte & 0x0f : byte >> 4;
-  if constexpr (std::is_same_v<B, BlockQ5_K>) {
-    code |= ((highs[q8_packed::nibble_byte(r, e) % q8_packed::kVector] >> q4k::high_bit(e)) & 1) << 4;
-  }
+  if constexpr (kFifthBit<B>) code |= ((highs[q8_packed::fifth_bit_byte(r, e)] >> q4k::high_bit(e)) & 1) << 4;
+  if constexpr (std::is_same_v<B, BlockQ5_0>) code -= 16;
   if constexpr (std::is_same_v<B, BlockQ6_K>) code = (code | ((highs[q6k::high_byte(r, e)] >> q6k::high_shift(e)) & 3) << 4) - 32;
   if constexpr (kLookup<B>) code = kIQ4Values[code];
   return code;
@@ -378,7 +384,7 @@ void chunk_dot_scalar(const uint8_t* g, int64_t b, int r, const ActBlock& ab, fl
   const int c = chunk_of<B>(b);
   float d = u16_half(p + 2 * r), min = 0.0f;
   const uint8_t* codes;
-  const uint8_t* highs = nullptr;  // Q5_K's fifth bits
+  const uint8_t* highs = nullptr;  // fifth bits
   if constexpr (kAffineK<B>) {
     d *= float(p[q4k::kScalesAt + kRows * c + r]);
     min = -(u16_half(p + q4k::kDminAt + 2 * r) * float(p[q4k::kMinsAt + kRows * c + r]));
@@ -390,6 +396,7 @@ void chunk_dot_scalar(const uint8_t* g, int64_t b, int r, const ActBlock& ab, fl
   } else {
     if constexpr (kOffset<B> == Offset::Min) min = u16_half(p + q8_packed::kMinAt<B> + 2 * r);
     codes = p + q8_packed::kCodesAt<B>;
+    if constexpr (kFifthBit<B>) highs = p + q8_packed::kHighsAt<B>;
   }
   int32_t sum = 0;
   for (int e = 0; e < q8::kBlock; ++e) sum += code_at<B>(codes, highs, r, e) * ab.q[e];
@@ -451,6 +458,8 @@ void matmul_q8_packed(const float* x, int64_t num_tokens, int64_t k, const void*
   switch (wtype) {
     case DType::Q4_0: return matmul_groups<BlockQ4_0>(a, num_tokens, nb, w, n_out, y);
     case DType::Q4_1: return matmul_groups<BlockQ4_1>(a, num_tokens, nb, w, n_out, y);
+    case DType::Q5_0: return matmul_groups<BlockQ5_0>(a, num_tokens, nb, w, n_out, y);
+    case DType::Q5_1: return matmul_groups<BlockQ5_1>(a, num_tokens, nb, w, n_out, y);
     case DType::Q8_0: return matmul_groups<BlockQ8_0>(a, num_tokens, nb, w, n_out, y);
     case DType::IQ4_NL: return matmul_groups<BlockIQ4_NL>(a, num_tokens, nb, w, n_out, y);
     case DType::IQ4_XS: return matmul_groups<BlockIQ4_XS>(a, num_tokens, nb, w, n_out, y);
