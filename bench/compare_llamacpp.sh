@@ -10,7 +10,9 @@
 # and flashserve's build/ must exist (scripts/test.sh or cmake --build build). The machine's read
 # bandwidth is measured once (bench_kernels' BM_ReadBandwidth). Then for each file, each round runs,
 # in this order: bench_forward (prefill 512; decode at 128 and 1024 cached, f32 and q8 activations)
-# and llama-bench (pp512, tg128 at depth 0 and 1024); then llama-server -np 16 and flashserve serve
+# and llama-bench (pp512, tg128 at depth 0 and 1024), and ik_llama.cpp's llama-bench with run-time
+# repacking (-rtr 1; -gp 1024,128 is its tg128 at depth 1024) when bench/ik_llamacpp/build.sh has built
+# it (IK=0 skips it); then llama-server -np 16 and flashserve serve
 # under the same flashserve-bench loads: closed loop c16 (128 in / 128 out), and open loop Poisson
 # at half of llama-server's c16 request rate, with prompts of its own (a seed the c16 run did not
 # use, so no prompt is already in either server's cache). QUICK=1 skips the serving part,
@@ -33,6 +35,7 @@ case "$isa" in
   *) echo "compare: ISA must be native or avx2, not '$isa'" >&2; exit 2 ;;
 esac
 py="$root/.cache/venv/bin/python"
+ik_bin="$root/.cache/ik_llamacpp/build/bin"
 for f in build/bench/bench_forward build/server/flashserve build/client/flashserve-bench; do
   [ -x "$f" ] || { echo "compare: $f missing: build flashserve first (cmake --build build)" >&2; exit 1; }
 done
@@ -81,6 +84,10 @@ compare_one() {  # the rounds on $model, into $dir
         --benchmark_out_format=json --benchmark_filter='BM_Prefill/tokens:512|BM_Decode/batch:1/context:(128|1024)' \
         > "$dir/bench_forward.$r.txt" 2>&1
       "$bin/llama-bench" -m "$model" -t "$threads" -p 512 -n 128 -d 0,1024 -r 3 -o json > "$dir/llama-bench.$r.json" 2> /dev/null
+      if [ "$isa" = native ] && [ "${IK:-1}" = 1 ] && [ -x "$ik_bin/llama-bench" ]; then
+        "$ik_bin/llama-bench" -m "$model" -t "$threads" -p 512 -n 128 -gp 1024,128 -r 3 -rtr 1 -o json \
+          > "$dir/ik-llama-bench.$r.json" 2> /dev/null
+      fi
     fi
     [ "${QUICK:-0}" = 1 ] && continue
     echo "compare: round $r: serving"

@@ -35,6 +35,16 @@ def theirs(d, r, test, depth):
                 return b["avg_ts"]
 
 
+def ik(d, r, test, depth):
+    """ik_llama.cpp's llama-bench: its tg128 at a depth is a "gp" test, n_prompt = the depth."""
+    path = f"{d}/ik-llama-bench.{r}.json"
+    if os.path.exists(path):
+        want = (depth, test[1]) if depth else test
+        for b in json.load(open(path)):
+            if (b["n_prompt"], b["n_gen"]) == want:
+                return b["avg_ts"]
+
+
 def serving(d, r, who, kind):
     path = f"{d}/{who}.{kind}.{r}.json"
     return json.load(open(path)) if os.path.exists(path) else None
@@ -52,6 +62,9 @@ def print_rounds(d, rounds):
         for r in range(1, rounds + 1):
             a, b = ours(d, r, name), theirs(d, r, test, depth)
             cells.append(f"  {a:8.1f} / {b:8.1f} = {a / b:5.2f}x" if a and b else "  (missing)")
+            c = ik(d, r, test, depth)
+            if a and c:
+                cells.append(f" (ik_llama.cpp {c:8.1f}: {a / c:5.2f}x)")
         print(f"{label:28s}" + "".join(cells))
     for kind in ("c16", "open"):
         for r in range(1, rounds + 1):
@@ -73,8 +86,9 @@ def step_bytes(path):
 
 def print_summary(out, rounds, models):
     bandwidth = json.load(open(f"{out}/read_bandwidth.json"))["benchmarks"][0]["bytes_per_second"]
-    print(f"read bandwidth {bandwidth / 1e9:.1f} GB/s; medians over {rounds} round(s); ours / llama.cpp, q8 activations")
-    print(f"{'file':44s} {'prefill 512':>12s} {'decode @128':>12s} {'decode @1024':>12s} {'decode/bound':>13s} "
+    print(f"read bandwidth {bandwidth / 1e9:.1f} GB/s; medians over {rounds} round(s); ours / llama.cpp, q8 activations "
+          f"(in brackets: ours / ik_llama.cpp -rtr 1, where it ran)")
+    print(f"{'file':44s} {'prefill 512':>19s} {'decode @128':>19s} {'decode @1024':>19s} {'decode/bound':>13s} "
           f"{'c16 output':>11s} {'P99 ITL/TPOT':>13s}")
     q8_rows = [row for row in ROWS if row[1].endswith("q8:1")]
     for m in models:
@@ -83,7 +97,10 @@ def print_summary(out, rounds, models):
         for _, name, test, depth in q8_rows:
             a = median([ours(d, r, name) for r in range(1, rounds + 1)])
             b = median([theirs(d, r, test, depth) for r in range(1, rounds + 1)])
-            cells.append(f"{a / b:11.2f}x" if a and b else f"{'-':>12s}")
+            c = median([ik(d, r, test, depth) for r in range(1, rounds + 1)])
+            cell = f"{a / b:.2f}x" if a and b else "-"
+            cell += f" ({a / c:.2f}x)" if a and c else ""
+            cells.append(f"{cell:>19s}")
         decode = median([ours(d, r, q8_rows[1][1]) for r in range(1, rounds + 1)])
         cells.append(f"{decode * step_bytes(m) / bandwidth:13.0%}" if decode else f"{'-':>13s}")
         pairs = [(serving(d, r, "flashserve", "c16"), serving(d, r, "llama-server", "c16")) for r in range(1, rounds + 1)]
