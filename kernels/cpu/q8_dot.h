@@ -60,18 +60,6 @@ inline __m256i code_lane_sums(__m256i w, __m256i x) {
   return lane_sums(w, x);
 }
 
-// Lane i: the four products of bytes 4i..4i+3 of w_lo and x_lo plus those of w_hi and x_hi, for
-// codes of up to 5 bits (0..31): without VNNI their int16 pair sums add before widening (at most
-// 2 * 2 * 31 * 127).
-inline __m256i nibble_lane_sums(__m256i w_lo, __m256i x_lo, __m256i w_hi, __m256i x_hi) {
-#if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
-  return add_lane_sums(lane_sums(w_lo, x_lo), w_hi, x_hi);
-#else
-  const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(w_lo, x_lo), _mm256_maddubs_epi16(w_hi, x_hi));
-  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-#endif
-}
-
 // Four vectors of eight int32 lanes -> [a0-3, b0-3, c0-3, d0-3 | a4-7, b4-7, c4-7, d4-7], each the
 // sum of those four lanes (exact, so the order of the additions does not matter).
 inline __m256i quad_sums(__m256i a, __m256i b, __m256i c, __m256i d) {

@@ -39,43 +39,14 @@ namespace flashserve::kernels::q8_packed {
 constexpr int kRows = 16;
 constexpr size_t kVector = 4 * kRows;  // bytes of a code vector
 
+// The 32-element formats: whether a block has a minimum (Q4_1, Q5_1), its bytes of codes (Q8_0's
+// 32, the nibble formats' 16: IQ4_NL is Q4_0's block, its nibbles indexing kIQ4Values) and of
+// fifth bits (Q5_0, Q5_1: a vector of them after the nibbles, as Q5_K's).
 template <class Block>
-struct Layout;
-template <>
-struct Layout<BlockQ4_0> {
-  static constexpr bool kMin = false;
-  static constexpr int kCodeBytes = 16;
-  static constexpr int kHighBytes = 0;
-};
-template <>
-struct Layout<BlockQ4_1> {
-  static constexpr bool kMin = true;
-  static constexpr int kCodeBytes = 16;
-  static constexpr int kHighBytes = 0;
-};
-template <>
-struct Layout<BlockIQ4_NL> {  // Q4_0's block, its nibbles indexing kIQ4Values
-  static constexpr bool kMin = false;
-  static constexpr int kCodeBytes = 16;
-  static constexpr int kHighBytes = 0;
-};
-template <>
-struct Layout<BlockQ5_0> {  // nibbles, then a vector of fifth bits as Q5_K's
-  static constexpr bool kMin = false;
-  static constexpr int kCodeBytes = 16;
-  static constexpr int kHighBytes = 4;
-};
-template <>
-struct Layout<BlockQ5_1> {
-  static constexpr bool kMin = true;
-  static constexpr int kCodeBytes = 16;
-  static constexpr int kHighBytes = 4;
-};
-template <>
-struct Layout<BlockQ8_0> {
-  static constexpr bool kMin = false;
-  static constexpr int kCodeBytes = 32;
-  static constexpr int kHighBytes = 0;
+struct Layout {
+  static constexpr bool kMin = std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Block, BlockQ5_1>;
+  static constexpr int kCodeBytes = std::is_same_v<Block, BlockQ8_0> ? 32 : 16;
+  static constexpr int kHighBytes = std::is_same_v<Block, BlockQ5_0> || std::is_same_v<Block, BlockQ5_1> ? 4 : 0;
 };
 
 template <class Block>
