@@ -405,8 +405,12 @@ TEST(HttpBatchInvariance, ARequestIsTheSameAloneAndAmong63Others) {
   // of the GEMV, so without the flag the runners-up's logprobs differ (checked).
   TinyModelSpec spec = tiny_spec_for_server();
   spec.matrix_type = kernels::DType::Q8_0;
+  // The others must still be running once the last of them has arrived, however slowly this
+  // machine accepts them: each may decode to a context of 8192 tokens (512 KV bytes a token), with
+  // room for all 64 sequences to reach it, so none finishes or is preempted first.
+  spec.context_len = 8192;
   const std::unique_ptr<LlamaModel> model = load_tiny_model(spec, "invariance");
-  EngineOptions options = test_engine_options(16 << 20);
+  EngineOptions options = test_engine_options(int64_t(64 * 8192) * 512);
   options.batch_invariant = true;
   HttpHarness h(*model, options);
   const json probe = {{"prompt", "the probe"}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true},
@@ -417,7 +421,7 @@ TEST(HttpBatchInvariance, ARequestIsTheSameAloneAndAmong63Others) {
   std::vector<std::unique_ptr<RawConnection>> others;
   for (int i = 0; i < 63; ++i) {
     const json body = {{"prompt", "another prompt, number " + std::to_string(i) + std::string(size_t(i % 7), '!')},
-                       {"max_tokens", 400}, {"ignore_eos", true}, {"stream", true}};
+                       {"max_tokens", 8000}, {"ignore_eos", true}, {"stream", true}};
     others.push_back(std::make_unique<RawConnection>(h.server.port(), "/v1/completions", body.dump()));
   }
   bool all_running = false;
