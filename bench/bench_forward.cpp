@@ -3,7 +3,7 @@
 // Each runs the exact path (q8:0: f32 activations, f32 KV cache) and the server's defaults (q8:1:
 // 8-bit activations, f16 KV cache) side by side.
 // BM_DecodeOnKernels repeats one decode on each compiled copy of the CPU kernels this CPU runs
-// (kernels/cpu_isa.h: 0 scalar, 1 avx2, 2 avx2-vnni, 3 avx512, 4 avx512-vnni), BM_DecodeOnThreads on 1 and 2
+// (kernels/cpu_isa.h: 0 scalar, 1 avx2, 2 avx2-vnni, 3 avx512, 4 avx512-vnni, 5 avx512-amx), BM_DecodeOnThreads on 1 and 2
 // kernel threads. The others run on the default: one thread per physical core.
 // Model: $FLASHSERVE_MODEL, else the project cache (scripts/fetch_model.sh).
 #include <benchmark/benchmark.h>
@@ -110,7 +110,7 @@ void BM_DecodeOnKernels(benchmark::State& state) {
 }
 BENCHMARK(BM_DecodeOnKernels)
     ->ArgNames({"kernels", "q8"})
-    ->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {0, 1}})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

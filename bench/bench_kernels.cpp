@@ -88,7 +88,7 @@ class OnKernelCopy {
 };
 
 // The server's path for every packed format (kernels::q8_packs) with 8-bit activations: rows packed at load
-// (pack_rows_for_q8), on one compiled copy of the kernels (kernels/cpu_isa.h: 1 avx2 .. 4 avx512-vnni).
+// (pack_rows_for_q8), on one compiled copy of the kernels (kernels/cpu_isa.h: 1 avx2 .. 5 avx512-amx).
 // Args: n_out, k, num_tokens, kernels.
 void BM_MatmulPacked(benchmark::State& state, DType t) {
   const int64_t n_out = state.range(0), k = state.range(1), nt = state.range(2);
@@ -112,7 +112,7 @@ void BM_MatmulPacked(benchmark::State& state, DType t) {
 
 void PackedShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n_out", "k", "tokens", "kernels"});
-  for (int64_t isa : {1, 4})
+  for (int64_t isa : {1, 4, 5})
     for (int64_t nt : {1, 16, 64})
       for (auto [n_out, k] : {std::pair<int64_t, int64_t>{1536, 576}, {576, 1536}, {49152, 576}}) b->Args({n_out, k, nt, isa});
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
@@ -122,7 +122,7 @@ void PackedShapes(benchmark::internal::Benchmark* b) {
 // unpacked).
 void PackedSuperBlockShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n_out", "k", "tokens", "kernels"});
-  for (int64_t isa : {1, 4})
+  for (int64_t isa : {1, 4, 5})
     for (int64_t nt : {1, 64})
       for (auto [n_out, k] : {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}, {2048, 5632}})
         b->Args({n_out, k, nt, isa});

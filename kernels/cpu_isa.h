@@ -16,11 +16,13 @@ enum class CpuIsa {
   Avx2Vnni,    // x86-64-v3 with AVX-VNNI, VNNI on 256-bit vectors (Alder Lake, Zen 5 and later)
   Avx512,      // x86-64-v4: AVX-512 F, BW, CD, DQ, VL (Skylake-SP, Zen 4 and later)
   Avx512Vnni,  // x86-64-v4 with AVX-512 VNNI (Cascade Lake, Ice Lake, Zen 4 and later)
+  Avx512Amx,   // that with AMX-INT8 tiles, where the OS lets the process use them (Sapphire Rapids on)
 };
 inline constexpr CpuIsa kCpuIsas[] = {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx2Vnni, CpuIsa::Avx512,
-                                      CpuIsa::Avx512Vnni};
+                                      CpuIsa::Avx512Vnni, CpuIsa::Avx512Amx};
 
-const char* cpu_isa_name(CpuIsa isa);  // "scalar", "avx2", "avx2-vnni", "avx512", "avx512-vnni"
+// "scalar", "avx2", "avx2-vnni", "avx512", "avx512-vnni", "avx512-amx"
+const char* cpu_isa_name(CpuIsa isa);
 std::optional<CpuIsa> parse_cpu_isa(std::string_view name);
 
 // What the CPU reports, with the register state the OS saves (XCR0) taken into account.
@@ -29,6 +31,7 @@ struct CpuFeatures {
        movbe = false, avxvnni = false;
   bool avx512f = false, avx512bw = false, avx512cd = false, avx512dq = false, avx512vl = false,
        avx512vnni = false;
+  bool amx_int8 = false;  // AMX-TILE and AMX-INT8, their state enabled, and this process allowed to use it
 };
 CpuFeatures cpu_features();
 bool cpu_supports(const CpuFeatures& f, CpuIsa isa);

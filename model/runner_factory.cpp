@@ -94,7 +94,7 @@ void set_cpu_kernels(const std::string& name) {
   if (name != "auto") {
     const std::optional<kernels::CpuIsa> isa = kernels::parse_cpu_isa(name);
     if (!isa) {
-      throw std::invalid_argument("--cpu-kernels must be auto, scalar, avx2, avx2-vnni, avx512 or avx512-vnni, not '" + name + "'");
+      throw std::invalid_argument("--cpu-kernels must be auto, scalar, avx2, avx2-vnni, avx512, avx512-vnni or avx512-amx, not '" + name + "'");
     }
     kernels::set_cpu_isa(*isa);
   }

@@ -39,7 +39,7 @@ std::unique_ptr<ModelRunner> make_runner(const LlamaModel& model, const RunnerOp
 void set_cpu_threads(int n);
 
 // The compiled copy of the CPU kernels to run: "auto" (the best this CPU supports) or a level of
-// kernels/cpu_isa.h ("scalar", "avx2", "avx2-vnni", "avx512", "avx512-vnni"). Logs the choice. Throws
+// kernels/cpu_isa.h ("scalar", "avx2", "avx2-vnni", "avx512", "avx512-vnni", "avx512-amx"). Logs the choice. Throws
 // std::invalid_argument for an unknown name or a level this CPU cannot run.
 void set_cpu_kernels(const std::string& name);
 

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   std::string cpu_kernels = "auto";
   app.add_option("--cpu-kernels", cpu_kernels,
                  "Compiled copy of the CPU kernels: auto (the best this CPU runs, found with cpuid), scalar, "
-                 "avx2, avx2-vnni, avx512 or avx512-vnni; a level the CPU lacks is refused")
+                 "avx2, avx2-vnni, avx512, avx512-vnni or avx512-amx; a level the CPU lacks is refused")
       ->capture_default_str();
   flashserve::add_env_names(app);
 

@@ -1,6 +1,8 @@
 // Start-up choice of the compiled copy of the CPU ops (kernels/cpu_isa.h), and the public op
 // functions, which forward to it. Compiled once, for plain x86-64.
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdarg>
@@ -17,6 +19,7 @@ namespace isa_avx2 { extern const CpuOps ops; }
 namespace isa_avx2_vnni { extern const CpuOps ops; }
 namespace isa_avx512 { extern const CpuOps ops; }
 namespace isa_avx512_vnni { extern const CpuOps ops; }
+namespace isa_avx512_amx { extern const CpuOps ops; }
 
 const CpuOps& cpu_ops(CpuIsa isa) {
   switch (isa) {
@@ -25,6 +28,7 @@ const CpuOps& cpu_ops(CpuIsa isa) {
     case CpuIsa::Avx2Vnni: return isa_avx2_vnni::ops;
     case CpuIsa::Avx512: return isa_avx512::ops;
     case CpuIsa::Avx512Vnni: return isa_avx512_vnni::ops;
+    case CpuIsa::Avx512Amx: return isa_avx512_amx::ops;
   }
   return isa_scalar::ops;
 }
@@ -39,6 +43,13 @@ uint64_t xcr0() {
   uint32_t lo = 0, hi = 0;
   __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
   return (uint64_t(hi) << 32) | lo;
+}
+
+// Linux gives a process the tiles' 8 KB of register state only when asked (arch_prctl
+// ARCH_REQ_XCOMP_PERM for XTILEDATA, state component 18); until then a tile instruction faults.
+bool os_allows_tiles() {
+  constexpr int kReqXcompPerm = 0x1023, kXtileData = 18;
+  return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
 }
 
 // The level in use, read on every op call.
@@ -58,6 +69,7 @@ const char* cpu_isa_name(CpuIsa isa) {
     case CpuIsa::Avx2Vnni: return "avx2-vnni";
     case CpuIsa::Avx512: return "avx512";
     case CpuIsa::Avx512Vnni: return "avx512-vnni";
+    case CpuIsa::Avx512Amx: return "avx512-amx";
   }
   return "?";
 }
@@ -90,6 +102,8 @@ CpuFeatures cpu_features() {
     f.avx512bw = bit(b, 30) && zmm;
     f.avx512vl = bit(b, 31) && zmm;
     f.avx512vnni = bit(c, 11) && zmm;
+    const bool tile_state = (state & 0x60000) == 0x60000;  // XTILECFG and XTILEDATA
+    f.amx_int8 = bit(d, 24) && bit(d, 25) && tile_state && os_allows_tiles();
   }
   if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = bit(a, 4) && ymm;
   if (__get_cpuid(0x80000001, &a, &b, &c, &d)) f.lzcnt = bit(c, 5);
@@ -105,6 +119,7 @@ bool cpu_supports(const CpuFeatures& f, CpuIsa isa) {
     case CpuIsa::Avx2Vnni: return v3 && f.avxvnni;
     case CpuIsa::Avx512: return v4;
     case CpuIsa::Avx512Vnni: return v4 && f.avx512vnni;
+    case CpuIsa::Avx512Amx: return v4 && f.avx512vnni && f.amx_int8;
   }
   return false;
 }

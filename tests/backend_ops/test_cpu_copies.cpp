@@ -50,7 +50,8 @@ class CpuCopies : public ::testing::TestWithParam<CpuIsa> {
 
 TEST_P(CpuCopies, MatmulAndGetRowsInEveryWeightFormat) {
   for (DType t : kAllTypes) {
-    for (const int64_t tokens : {1, 5}) {
+    // 21: one tile of sixteen tokens on the AMX copy, and five more.
+    for (const int64_t tokens : {1, 5, 21}) {
       for (const bool q8 : {false, true}) {
         const int64_t k = kernels::block_elems(t) == 1 ? 1000 : 1024, n_out = 37;  // 1000: a float row's tail
         const std::string what = std::string(kernels::dtype_name(t)) + (q8 ? " q8" : " f32") + " activations, " +

@@ -9,9 +9,9 @@
 #     any CPU runs.
 #   check_isa_isolation.sh binary FILE
 #     Fails when a function of the linked FILE outside the AVX2/AVX-512 copies holds an AVX
-#     (VEX/EVEX, mnemonic v...) or BMI/LZCNT/MOVBE instruction.
+#     (VEX/EVEX, mnemonic v...), BMI/LZCNT/MOVBE or AMX tile instruction.
 set -eu
-copies='::isa_avx2::|::isa_avx2_vnni::|::isa_avx512::|::isa_avx512_vnni::'
+copies='::isa_avx2::|::isa_avx2_vnni::|::isa_avx512::|::isa_avx512_vnni::|::isa_avx512_amx::'
 case ${1:-} in
   objects)
     isa=$2
@@ -32,7 +32,8 @@ case ${1:-} in
       NF >= 2 {
         split($2, a, " ")
         m = a[1]
-        if (m ~ /^v/ || m ~ /^(shlx|shrx|sarx|rorx|pdep|pext|lzcnt|andn|bzhi|blsr|blsi|blsmsk|movbe|mulx)$/) {
+        if (m ~ /^v/ || m ~ /^(shlx|shrx|sarx|rorx|pdep|pext|lzcnt|andn|bzhi|blsr|blsi|blsmsk|movbe|mulx)$/ ||
+            m ~ /^(ldtilecfg|sttilecfg|tileloadd|tileloaddt1|tilestored|tilezero|tilerelease|tdpb[su][su]d)$/) {
           if (inside) n_in++; else { n_out++; print m "\t" fn > "/dev/stderr" }
         }
       }

@@ -72,6 +72,12 @@ TEST(CpuIsa, EachLevelNeedsEveryFeatureItsCopyIsCompiledFor) {
   vnni.avx512vnni = true;
   EXPECT_TRUE(cpu_supports(vnni, CpuIsa::Avx512Vnni));
   EXPECT_FALSE(cpu_supports(vnni, CpuIsa::Avx2Vnni)) << "Cascade Lake: AVX-512 VNNI without AVX-VNNI";
+  EXPECT_FALSE(cpu_supports(vnni, CpuIsa::Avx512Amx));
+  CpuFeatures sapphire_rapids = vnni;
+  sapphire_rapids.amx_int8 = true;
+  EXPECT_TRUE(cpu_supports(sapphire_rapids, CpuIsa::Avx512Amx));
+  sapphire_rapids.avx512vnni = false;
+  EXPECT_FALSE(cpu_supports(sapphire_rapids, CpuIsa::Avx512Amx)) << "the tile copy's other loops are avx512-vnni's";
   CpuFeatures alder_lake = v3();
   alder_lake.avxvnni = true;
   EXPECT_TRUE(cpu_supports(alder_lake, CpuIsa::Avx2Vnni));

@@ -322,7 +322,7 @@ TEST(MatmulQ8, PackedRowsGiveTheSameBits) {
         const int64_t rows = (n_out + 15) / 16 * 16;
         ASSERT_EQ(packed.size(), size_t(rows) * (row_bytes(t, k) + size_t(blocks) * per_row));
         pack_rows_for_q8(w.data(), t, n_out, k, packed.data());
-        for (int64_t nt : {1, 2, 3, 5, 8, 15, 70}) {
+        for (int64_t nt : {1, 2, 3, 5, 8, 15, 16, 35, 70}) {
           auto x = random_floats(rng, size_t(nt * k), -3.0f, 3.0f);
           for (size_t i = 7; i < x.size(); i += 61) x[i] *= 1000.0f;
           const auto want = run_q8(x, nt, k, w, t, n_out);

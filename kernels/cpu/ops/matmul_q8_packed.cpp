@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/parallel.h"
@@ -130,6 +131,7 @@ struct Zmm {
   template <int n>
   static I shr16(I a) { return _mm512_srli_epi16(a, n); }
   static I shuffle(I table, I idx) { return _mm512_shuffle_epi8(table, idx); }
+  static I sub8(I a, I b) { return _mm512_sub_epi8(a, b); }
   static I add_sums(I acc, I w, I x) { return _mm512_dpbusd_epi32(acc, w, x); }
   static I add32(I a, I b) { return _mm512_add_epi32(a, b); }
   static F to_float(I a) { return _mm512_cvtepi32_ps(a); }
@@ -162,9 +164,11 @@ struct Chunk {
   const uint8_t* highs;  // fifth bits (Q5_0, Q5_1, Q5_K), Q6_K's high two bits
 };
 
-// Chunk b of the group's rows row0 .. row0 + V::kLanes - 1.
+// Chunk b of the group's rows row0 .. row0 + V::kLanes - 1. Always inlined: called, it makes the
+// tile spill every accumulator around the call once a chunk (GCC declined to inline Q5_K's, which
+// cost a sixth of its time).
 template <class B, class V>
-Chunk<V> chunk_at(const uint8_t* g, int64_t b, int row0) {
+[[gnu::always_inline]] inline Chunk<V> chunk_at(const uint8_t* g, int64_t b, int row0) {
   const uint8_t* p = packed_block<B>(g, b);
   const int c = chunk_of<B>(b);
   Chunk<V> k;
@@ -196,20 +200,22 @@ Chunk<V> chunk_at(const uint8_t* g, int64_t b, int row0) {
   return k;
 }
 
-template <class B, class V, int Q>
-Quads<V> quads(const Chunk<V>& k) {
+// kBiased: signed codes biased by 128, for VNNI's unsigned-by-signed products (the tile path
+// multiplies signed bytes by signed bytes and takes them as they are).
+template <class B, class V, int Q, bool kBiased = kVnni>
+[[gnu::always_inline]] inline Quads<V> quads(const Chunk<V>& k) {
   using q8_packed::kVector;
   const auto bias = V::each_byte(char(0x80));
   if constexpr (std::is_same_v<B, BlockQ8_0>) {
     Quads<V> q{V::load(k.codes + kVector * Q), V::load(k.codes + kVector * (Q + 4))};
-    if constexpr (kVnni) q = {V::xor_(q.lo, bias), V::xor_(q.hi, bias)};
+    if constexpr (kBiased) q = {V::xor_(q.lo, bias), V::xor_(q.hi, bias)};
     return q;
   }
   const auto nibble = V::each_byte(0x0f), z = V::load(k.codes + kVector * Q);
   Quads<V> q{V::and_(z, nibble), V::and_(V::template shr16<4>(z), nibble)};
   if constexpr (kLookup<B>) {
     auto table = V::table16(kIQ4Values);
-    if constexpr (kVnni) table = V::xor_(table, bias);
+    if constexpr (kBiased) table = V::xor_(table, bias);
     q = {V::shuffle(table, q.lo), V::shuffle(table, q.hi)};
   }
   if constexpr (kFifthBit<B>) {
@@ -312,6 +318,192 @@ void group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y, int64
   }
   for (int t = 0; t < T; ++t) V::store(y + t * n_out + row0, V::add(acc[t], off[t]), rows);
 }
+
+#if defined(__AMX_INT8__)
+// AMX: one tile instruction multiplies a chunk of sixteen tokens' activations (a 16 x 32-byte
+// tile) by the same chunk of sixteen rows (an 8 x 64-byte tile: row v holds elements 4 v .. 4 v + 3
+// of each row, which is what a quad's code vector already is) into 16 x 16 exact int32 sums. Those
+// are group_tile's integer sums, so the fmas that follow, the same as there, give the same bits.
+// The products cost little; what costs is moving each chunk's 1 KB of sums out of the tile unit
+// and the float work on them, per chunk as in group_tile. Tiles neither forward to vector loads
+// nor from vector stores: a group's codes are unpacked for all chunks before the first tile reads
+// them, and the activations are copied once into tiles of their own (act_tiles).
+namespace amx {
+
+constexpr int kTokens = 16;
+// Tokens whose tiles pass each group's unpacked codes (twice the vector path's block: their
+// activation tiles, 1.3 MB at k = 8,192, still fit a core's L2).
+constexpr int64_t kTokenBlock = 128;
+// Tile registers: 0-3 sums (two batches of two products), 4-5 activations, 6-7 codes.
+
+// Q6_K scales each 16-element half apart: its tiles hold halves (a batch is one chunk).
+template <class B>
+constexpr int kHalves = std::is_same_v<B, BlockQ6_K> ? 2 : 1;
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {};
+  uint8_t rows[16] = {};
+  explicit TileConfig(int halves) {
+    for (int i = 0; i < 8; ++i) rows[i] = kTokens, bytes_per_row[i] = 64;
+    for (int i : {4, 5}) bytes_per_row[i] = uint16_t(32 / halves);
+    for (int i : {6, 7}) rows[i] = uint8_t(8 / halves);
+  }
+};
+
+// This thread's tile registers configured for format B for the scope (and handed back, so that a
+// context switch need not save their 8 KB).
+class Tiles {
+ public:
+  explicit Tiles(int halves) {
+    static const TileConfig whole(1), halved(2);
+    _tile_loadconfig(halves == 1 ? &whole : &halved);
+  }
+  ~Tiles() { _tile_release(); }
+  Tiles(const Tiles&) = delete;
+  Tiles& operator=(const Tiles&) = delete;
+};
+
+// The signed formats' codes as their values (Q6_K's less 32, Q5_0's less 16): signed by signed
+// bytes; the rest unsigned (their minimums are offsets).
+template <class B>
+constexpr bool kSignedTile = kSignedCodes<B> || std::is_same_v<B, BlockQ6_K> || std::is_same_v<B, BlockQ5_0>;
+
+struct alignas(64) CodeTile {
+  uint8_t row[8][64];
+};
+
+// A chunk of sixteen tokens' activations: the codes as a tile (rows 32 bytes apart, in 8 whole
+// cache lines) and each token's d and s (ActBlock's).
+struct alignas(64) ActTile {
+  int8_t q[kTokens][32];
+  float d[kTokens], s[kTokens];
+};
+
+// The activations of each whole sixteen tokens of a, [tile][chunk], in a buffer of the calling
+// thread.
+inline const ActTile* act_tiles(const ActBlock* a, int64_t num_tokens, int64_t nb) {
+  thread_local std::vector<ActTile> tiles;
+  tiles.resize(size_t(num_tokens / kTokens * nb));
+  ActTile* out = tiles.data();  // (the workers' own thread_local would be another buffer)
+  parallel_for(int64_t(tiles.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      ActTile& tile = out[i];
+      const ActBlock* first = a + i / nb * kTokens * nb + i % nb;
+      for (int t = 0; t < kTokens; ++t) {
+        const ActBlock& ab = first[t * nb];
+        std::memcpy(tile.q[t], ab.q, sizeof(tile.q[t]));
+        tile.d[t] = ab.d;
+        tile.s[t] = ab.s;
+      }
+    }
+  });
+  return tiles.data();
+}
+
+// The group's codes, chunk after chunk, as tiles (in a buffer of the calling thread).
+template <class B>
+const CodeTile* unpack_group(const uint8_t* g, int64_t nb) {
+  thread_local std::vector<CodeTile> tiles;
+  tiles.resize(size_t(nb));
+  for (int64_t b = 0; b < nb; ++b) {
+    const Chunk<Zmm> k = chunk_at<B, Zmm>(g, b, 0);
+    each_quad([&](auto v) {
+      Quads<Zmm> q = quads<B, Zmm, v, false>(k);
+      if constexpr (std::is_same_v<B, BlockQ6_K> || std::is_same_v<B, BlockQ5_0>) {
+        const auto bias = Zmm::each_byte(std::is_same_v<B, BlockQ6_K> ? 32 : 16);
+        q = {Zmm::sub8(q.lo, bias), Zmm::sub8(q.hi, bias)};
+      }
+      _mm512_store_si512(tiles[size_t(b)].row[v], q.lo);
+      _mm512_store_si512(tiles[size_t(b)].row[v + 4], q.hi);
+    });
+  }
+  return tiles.data();
+}
+
+// Product i (0 or 1) of batch parity p: of chunk b + i / halves, half i % halves, into tile 2 p + i
+// from activations in tile 4 + i and codes in tile 6 + i, then stored to sums. (The intrinsics take
+// tile numbers as literals.)
+#define FLASHSERVE_TILE_PRODUCT(c, a, w)                \
+  _tile_loadd(a, x.q[0] + 16 * half, 32);               \
+  _tile_loadd(w, codes.row[4 * half], 64);              \
+  _tile_zero(c);                                        \
+  if constexpr (kSignedTile<B>) _tile_dpbssd(c, a, w);  \
+  else _tile_dpbsud(c, a, w);                           \
+  _tile_stored(c, sums, 64);
+template <class B, int p, int i>
+void multiply(const ActTile& x, const CodeTile& codes, int32_t (&sums)[kTokens][16]) {
+  constexpr int half = i % kHalves<B>;
+  if constexpr (p == 0 && i == 0) { FLASHSERVE_TILE_PRODUCT(0, 4, 6) }
+  if constexpr (p == 0 && i == 1) { FLASHSERVE_TILE_PRODUCT(1, 5, 7) }
+  if constexpr (p == 1 && i == 0) { FLASHSERVE_TILE_PRODUCT(2, 4, 6) }
+  if constexpr (p == 1 && i == 1) { FLASHSERVE_TILE_PRODUCT(3, 5, 7) }
+}
+#undef FLASHSERVE_TILE_PRODUCT
+
+// A batch: two products (two chunks, or Q6_K's two halves of one) from chunk b on.
+constexpr int kProducts = 2;
+template <class B>
+constexpr int kChunksPerBatch = kProducts / kHalves<B>;
+using BatchSums = int32_t[kProducts][kTokens][16];
+
+template <class B, int p>
+void multiply_batch(const ActTile* x, const CodeTile* codes, int64_t b, int64_t nb, BatchSums& sums) {
+  multiply<B, p, 0>(x[b], codes[b], sums[0]);
+  const int64_t second = b + 1 / kHalves<B>;
+  if (second < nb) multiply<B, p, 1>(x[second], codes[second], sums[1]);
+}
+
+// Sixteen tokens (their nb chunks in x) against all sixteen rows of group g (the first `rows`
+// stored), whose codes are unpacked in `codes`. The products of batch j + 1 are issued and stored
+// before batch j's sums are read back, so the tile unit works while the fmas run.
+template <class B>
+void group_tile(const uint8_t* g, const CodeTile* codes, const ActTile* x, int64_t nb, float* y, int64_t n_out,
+                int rows) {
+  constexpr int kChunks = kChunksPerBatch<B>;
+  alignas(64) BatchSums sums[2];
+  // Each chunk's offsets, for the second pass. (A type of this copy's own: a std::vector of a
+  // plain vector type would be a weak symbol shared with the other copies.)
+  struct alignas(64) ChunkOffsets {
+    __m512 v;
+  };
+  thread_local std::vector<ChunkOffsets> offsets;
+  if constexpr (kOffset<B> != Offset::None) offsets.resize(size_t(nb));
+  __m512 acc[kTokens];
+  for (int t = 0; t < kTokens; ++t) acc[t] = Zmm::zero();
+  multiply_batch<B, 0>(x, codes, 0, nb, sums[0]);
+  for (int64_t b0 = 0, j = 0; b0 < nb; b0 += kChunks, ++j) {
+    if (b0 + kChunks < nb) {
+      if (j % 2 == 0) multiply_batch<B, 1>(x, codes, b0 + kChunks, nb, sums[1]);
+      else multiply_batch<B, 0>(x, codes, b0 + kChunks, nb, sums[0]);
+    }
+    const BatchSums& batch = sums[j % 2];
+    for (int c = 0; c < kChunks && b0 + c < nb; ++c) {
+      const Chunk<Zmm> k = chunk_at<B, Zmm>(g, b0 + c, 0);
+      if constexpr (kOffset<B> != Offset::None) offsets[size_t(b0 + c)].v = k.off;
+      for (int t = 0; t < kTokens; ++t) {
+        const __m512 xd = Zmm::each_float(x[b0 + c].d[t]);
+        acc[t] = Zmm::fma(Zmm::to_float(_mm512_load_si512(batch[c * kHalves<B>][t])), Zmm::mul(k.d, xd), acc[t]);
+        if constexpr (kHalves<B> == 2) {
+          acc[t] = Zmm::fma(Zmm::to_float(_mm512_load_si512(batch[1][t])), Zmm::mul(k.d_hi, xd), acc[t]);
+        }
+      }
+    }
+  }
+  // The offsets in a second pass, in the same order as group_tile's (which keeps them apart too).
+  __m512 off[kTokens];
+  for (int t = 0; t < kTokens; ++t) off[t] = Zmm::zero();
+  if constexpr (kOffset<B> != Offset::None) {
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int t = 0; t < kTokens; ++t) off[t] = Zmm::fma(offsets[size_t(b)].v, Zmm::each_float(x[b].s[t]), off[t]);
+    }
+  }
+  for (int t = 0; t < kTokens; ++t) Zmm::store(y + t * n_out, Zmm::add(acc[t], off[t]), rows);
+}
+
+}  // namespace amx
+#endif
 
 // Tokens per tile: as many as the vector registers hold accumulators for (sixteen with AVX2,
 // thirty-two with AVX-512).
@@ -434,8 +626,30 @@ template <class B>
 void matmul_groups(const ActBlock* a, int64_t num_tokens, int64_t nb, const uint8_t* w, int64_t n_out, float* y) {
   const int64_t groups = (n_out + kRows - 1) / kRows;
   const size_t group_bytes = size_t(nb / q8_packed::kChunksPerBlock<B>) * q8_packed::kPackedBlockBytes<B>;
+#if defined(__AMX_INT8__)
+  // Whole sixteens of tokens go by tiles, a group's codes unpacked once for a block of them.
+  const int64_t tiled = num_tokens / amx::kTokens * amx::kTokens;
+  const amx::ActTile* x = tiled > 0 ? amx::act_tiles(a, num_tokens, nb) : nullptr;
+#else
+  const int64_t tiled = 0;
+#endif
   parallel_for(groups, [&](int64_t begin, int64_t end) {
-    for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokenBlock) {
+#if defined(__AMX_INT8__)
+    if (tiled > 0) {
+      const amx::Tiles config(amx::kHalves<B>);
+      for (int64_t t0 = 0; t0 < tiled; t0 += amx::kTokenBlock) {
+        for (int64_t g = begin; g < end; ++g) {
+          const int rows = int(std::min<int64_t>(kRows, n_out - g * kRows));
+          const amx::CodeTile* codes = amx::unpack_group<B>(w + g * group_bytes, nb);
+          for (int64_t t = t0; t < std::min(t0 + amx::kTokenBlock, tiled); t += amx::kTokens) {
+            amx::group_tile<B>(w + g * group_bytes, codes, x + t / amx::kTokens * nb, nb, y + t * n_out + g * kRows,
+                               n_out, rows);
+          }
+        }
+      }
+    }
+#endif
+    for (int64_t t0 = tiled; t0 < num_tokens; t0 += kTokenBlock) {
       const int64_t tokens = std::min(kTokenBlock, num_tokens - t0);
       for (int64_t g = begin; g < end; ++g) {
         const int rows = int(std::min<int64_t>(kRows, n_out - g * kRows));
