@@ -45,7 +45,7 @@ mkdir -p "$out"
 {
   for m in "${models[@]}"; do echo "model: $m ($(sha256sum "$m" | cut -c1-16))"; done
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(nproc) logical cpus; threads $threads"
-  echo "flags: $(grep -m1 flags /proc/cpuinfo | grep -o 'avx2\|avx512f\|avx512_vnni\|avx_vnni' | sort -u | xargs)"
+  echo "flags: $(grep -m1 flags /proc/cpuinfo | grep -o 'avx2\|avx512f\|avx512_vnni\|avx_vnni\|amx_int8' | sort -u | xargs)"
   echo "date: $(date -u +%FT%TZ); commit $(git rev-parse HEAD)"
   echo "isa: $isa (llama.cpp from $bin; flashserve --cpu-kernels $kernels)"
 } > "$out/machine.txt"
