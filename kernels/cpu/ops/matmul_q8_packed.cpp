@@ -37,6 +37,9 @@ constexpr bool kSignedCodes = std::is_same_v<B, BlockQ8_0> || kLookup<B>;
 // Codes of five bits: nibbles and a vector of fifth bits.
 template <class B>
 constexpr bool kFifthBit = std::is_same_v<B, BlockQ5_0> || std::is_same_v<B, BlockQ5_1> || std::is_same_v<B, BlockQ5_K>;
+// What the unsigned codes of Q6_K (six bits) and Q5_0 (five) stand for is the code less this.
+template <class B>
+constexpr int kCodeBias = std::is_same_v<B, BlockQ6_K> ? 32 : std::is_same_v<B, BlockQ5_0> ? 16 : 0;
 template <class B>
 constexpr Offset kOffset = std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ5_1> || kAffineK<B> ? Offset::Min
                            : std::is_same_v<B, BlockQ4_0>                                          ? Offset::MinusEightD
@@ -270,13 +273,13 @@ inline typename V::I dot2(typename V::I acc, typename V::I wa, typename V::I xa,
   }
 }
 
-// Where a token's integer sums start, so that the codes' bias comes off: Q6_K's codes are its
-// values plus 32 (each half summed apart), Q5_0's plus 16, signed codes under VNNI their values
-// plus 128.
+// Where a token's integer sums start, so that the codes' bias comes off: the formats whose codes
+// are their values plus kCodeBias (Q6_K's halves summed apart), signed codes under VNNI their
+// values plus 128.
 template <class B, class V>
 inline typename V::I sum_start(const ActBlock& ab, bool high_half) {
-  if constexpr (std::is_same_v<B, BlockQ6_K>) return V::each_dword(-32 * (high_half ? ab.sum_hi : ab.sum_lo));
-  if constexpr (std::is_same_v<B, BlockQ5_0>) return V::each_dword(-16 * (ab.sum_lo + ab.sum_hi));
+  if constexpr (std::is_same_v<B, BlockQ6_K>) return V::each_dword(-kCodeBias<B> * (high_half ? ab.sum_hi : ab.sum_lo));
+  if constexpr (kCodeBias<B> != 0) return V::each_dword(-kCodeBias<B> * (ab.sum_lo + ab.sum_hi));
   if constexpr (kSignedCodes<B> && kVnni) return V::each_dword(-128 * (ab.sum_lo + ab.sum_hi));
   return V::each_dword(0);
 }
@@ -346,7 +349,7 @@ constexpr int kTokens = 16;
 // Tokens whose tiles pass each group's unpacked codes (twice the vector path's block: their
 // activation tiles, 1.3 MB at k = 8,192, still fit a core's L2).
 constexpr int64_t kTokenBlock = 128;
-// Tile registers: 0-3 sums (two batches of two products), 4-5 activations, 6-7 codes.
+// Tile registers: 0-3 sums (a batch of four products), 4-5 activations, 6-7 codes.
 
 // Q6_K scales each 16-element half apart: its tiles hold halves (a batch is one chunk).
 template <class B>
@@ -377,10 +380,10 @@ class Tiles {
   Tiles& operator=(const Tiles&) = delete;
 };
 
-// The signed formats' codes as their values (Q6_K's less 32, Q5_0's less 16): signed by signed
-// bytes; the rest unsigned (their minimums are offsets).
+// The signed formats' codes as their values (less kCodeBias): signed by signed bytes; the rest
+// unsigned (their minimums are offsets).
 template <class B>
-constexpr bool kSignedTile = kSignedCodes<B> || std::is_same_v<B, BlockQ6_K> || std::is_same_v<B, BlockQ5_0>;
+constexpr bool kSignedTile = kSignedCodes<B> || kCodeBias<B> != 0;
 
 struct alignas(64) CodeTile {
   uint8_t row[8][64];
@@ -423,8 +426,8 @@ const CodeTile* unpack_group(const uint8_t* g, int64_t nb) {
     const Chunk<Zmm> k = chunk_at<B, Zmm>(g, b, 0);
     each_quad([&](auto v) {
       Quads<Zmm> q = quads<B, Zmm, v, false>(k);
-      if constexpr (std::is_same_v<B, BlockQ6_K> || std::is_same_v<B, BlockQ5_0>) {
-        const auto bias = Zmm::each_byte(std::is_same_v<B, BlockQ6_K> ? 32 : 16);
+      if constexpr (kCodeBias<B> != 0) {
+        const auto bias = Zmm::each_byte(char(kCodeBias<B>));
         q = {Zmm::sub8(q.lo, bias), Zmm::sub8(q.hi, bias)};
       }
       _mm512_store_si512(tiles[size_t(b)].row[v], q.lo);
@@ -434,47 +437,52 @@ const CodeTile* unpack_group(const uint8_t* g, int64_t nb) {
   return tiles.data();
 }
 
-// Product i (0 or 1) of batch parity p: of chunk b + i / halves, half i % halves, into tile 2 p + i
-// from activations in tile 4 + i and codes in tile 6 + i, then stored to sums. (The intrinsics take
-// tile numbers as literals.)
-#define FLASHSERVE_TILE_PRODUCT(c, a, w)                \
-  _tile_loadd(a, x.q[0] + 16 * half, 32);               \
-  _tile_loadd(w, codes.row[4 * half], 64);              \
-  _tile_zero(c);                                        \
-  if constexpr (kSignedTile<B>) _tile_dpbssd(c, a, w);  \
-  else _tile_dpbsud(c, a, w);                           \
-  _tile_stored(c, sums, 64);
-template <class B, int p, int i>
-void multiply(const ActTile& x, const CodeTile& codes, int32_t (&sums)[kTokens][16]) {
+// Product i (0-3) of a batch: chunk b + i / halves, half i % halves, into tile i from activations
+// in tile 4 + i % 2 and codes in tile 6 + i % 2 (the intrinsics take tile numbers as literals).
+#define FLASHSERVE_TILE_PRODUCT(c, a, w)               \
+  _tile_loadd(a, x.q[0] + 16 * half, 32);              \
+  _tile_loadd(w, codes.row[4 * half], 64);             \
+  _tile_zero(c);                                       \
+  if constexpr (kSignedTile<B>) _tile_dpbssd(c, a, w); \
+  else _tile_dpbsud(c, a, w);
+template <class B, int i>
+void multiply(const ActTile& x, const CodeTile& codes) {
   constexpr int half = i % kHalves<B>;
-  if constexpr (p == 0 && i == 0) { FLASHSERVE_TILE_PRODUCT(0, 4, 6) }
-  if constexpr (p == 0 && i == 1) { FLASHSERVE_TILE_PRODUCT(1, 5, 7) }
-  if constexpr (p == 1 && i == 0) { FLASHSERVE_TILE_PRODUCT(2, 4, 6) }
-  if constexpr (p == 1 && i == 1) { FLASHSERVE_TILE_PRODUCT(3, 5, 7) }
+  if constexpr (i == 0) { FLASHSERVE_TILE_PRODUCT(0, 4, 6) }
+  if constexpr (i == 1) { FLASHSERVE_TILE_PRODUCT(1, 5, 7) }
+  if constexpr (i == 2) { FLASHSERVE_TILE_PRODUCT(2, 4, 6) }
+  if constexpr (i == 3) { FLASHSERVE_TILE_PRODUCT(3, 5, 7) }
 }
 #undef FLASHSERVE_TILE_PRODUCT
 
-// A batch: two products (two chunks, or Q6_K's two halves of one) from chunk b on.
-constexpr int kProducts = 2;
+// A batch: four products (four chunks, or Q6_K's two halves of two) from chunk b on, their sums
+// stored in product order. (Issuing the next batch's products before reading these back, so the
+// tile unit works while the fmas run, measured no faster.)
+constexpr int kProducts = 4;
 template <class B>
 constexpr int kChunksPerBatch = kProducts / kHalves<B>;
 using BatchSums = int32_t[kProducts][kTokens][16];
 
-template <class B, int p>
+template <class B>
 void multiply_batch(const ActTile* x, const CodeTile* codes, int64_t b, int64_t nb, BatchSums& sums) {
-  multiply<B, p, 0>(x[b], codes[b], sums[0]);
-  const int64_t second = b + 1 / kHalves<B>;
-  if (second < nb) multiply<B, p, 1>(x[second], codes[second], sums[1]);
+  const int products = int(std::min<int64_t>(kChunksPerBatch<B>, nb - b)) * kHalves<B>;
+  multiply<B, 0>(x[b], codes[b]);
+  if (products > 1) multiply<B, 1>(x[b + 1 / kHalves<B>], codes[b + 1 / kHalves<B>]);
+  if (products > 2) multiply<B, 2>(x[b + 2 / kHalves<B>], codes[b + 2 / kHalves<B>]);
+  if (products > 3) multiply<B, 3>(x[b + 3 / kHalves<B>], codes[b + 3 / kHalves<B>]);
+  _tile_stored(0, sums[0], 64);
+  if (products > 1) _tile_stored(1, sums[1], 64);
+  if (products > 2) _tile_stored(2, sums[2], 64);
+  if (products > 3) _tile_stored(3, sums[3], 64);
 }
 
 // Sixteen tokens (their nb chunks in x) against all sixteen rows of group g (the first `rows`
-// stored), whose codes are unpacked in `codes`. The products of batch j + 1 are issued and stored
-// before batch j's sums are read back, so the tile unit works while the fmas run.
+// stored), whose codes are unpacked in `codes`.
 template <class B>
 void group_tile(const uint8_t* g, const CodeTile* codes, const ActTile* x, int64_t nb, float* y, int64_t n_out,
                 int rows) {
   constexpr int kChunks = kChunksPerBatch<B>;
-  alignas(64) BatchSums sums[2];
+  alignas(64) BatchSums sums;
   // Each chunk's offsets, for the second pass. (A type of this copy's own: a std::vector of a
   // plain vector type would be a weak symbol shared with the other copies.)
   struct alignas(64) ChunkOffsets {
@@ -484,26 +492,21 @@ void group_tile(const uint8_t* g, const CodeTile* codes, const ActTile* x, int64
   if constexpr (kOffset<B> != Offset::None) offsets.resize(size_t(nb));
   __m512 acc[kTokens];
   for (int t = 0; t < kTokens; ++t) acc[t] = Zmm::zero();
-  multiply_batch<B, 0>(x, codes, 0, nb, sums[0]);
-  for (int64_t b0 = 0, j = 0; b0 < nb; b0 += kChunks, ++j) {
-    if (b0 + kChunks < nb) {
-      if (j % 2 == 0) multiply_batch<B, 1>(x, codes, b0 + kChunks, nb, sums[1]);
-      else multiply_batch<B, 0>(x, codes, b0 + kChunks, nb, sums[0]);
-    }
-    const BatchSums& batch = sums[j % 2];
+  for (int64_t b0 = 0; b0 < nb; b0 += kChunks) {
+    multiply_batch<B>(x, codes, b0, nb, sums);
     for (int c = 0; c < kChunks && b0 + c < nb; ++c) {
       const Chunk<Zmm> k = chunk_at<B, Zmm>(g, b0 + c, 0);
       if constexpr (kOffset<B> != Offset::None) offsets[size_t(b0 + c)].v = k.off;
       for (int t = 0; t < kTokens; ++t) {
         const __m512 xd = Zmm::each_float(x[b0 + c].d[t]);
-        acc[t] = Zmm::fma(Zmm::to_float(_mm512_load_si512(batch[c * kHalves<B>][t])), Zmm::mul(k.d, xd), acc[t]);
+        acc[t] = Zmm::fma(Zmm::to_float(_mm512_load_si512(sums[c * kHalves<B>][t])), Zmm::mul(k.d, xd), acc[t]);
         if constexpr (kHalves<B> == 2) {
-          acc[t] = Zmm::fma(Zmm::to_float(_mm512_load_si512(batch[1][t])), Zmm::mul(k.d_hi, xd), acc[t]);
+          acc[t] = Zmm::fma(Zmm::to_float(_mm512_load_si512(sums[c * 2 + 1][t])), Zmm::mul(k.d_hi, xd), acc[t]);
         }
       }
     }
   }
-  // The offsets in a second pass, in the same order as group_tile's (which keeps them apart too).
+// The offsets in a second pass, in the same order as group_tile's (which keeps them apart too).
   __m512 off[kTokens];
   for (int t = 0; t < kTokens; ++t) off[t] = Zmm::zero();
   if constexpr (kOffset<B> != Offset::None) {
@@ -560,8 +563,8 @@ int code_at(const uint8_t* codes, const uint8_t* highs, int r, int e) {
   const uint8_t byte = codes[q8_packed::nibble_byte(r, e)];
   int code = e < 16 ? byte & 0x0f : byte >> 4;
   if constexpr (kFifthBit<B>) code |= ((highs[q8_packed::fifth_bit_byte(r, e)] >> q4k::high_bit(e)) & 1) << 4;
-  if constexpr (std::is_same_v<B, BlockQ5_0>) code -= 16;
-  if constexpr (std::is_same_v<B, BlockQ6_K>) code = (code | ((highs[q6k::high_byte(r, e)] >> q6k::high_shift(e)) & 3) << 4) - 32;
+  if constexpr (std::is_same_v<B, BlockQ6_K>) code |= ((highs[q6k::high_byte(r, e)] >> q6k::high_shift(e)) & 3) << 4;
+  code -= kCodeBias<B>;
   if constexpr (kLookup<B>) code = kIQ4Values[code];
   return code;
 }
