@@ -13,7 +13,7 @@
 # and llama-bench (pp512, tg128 at depth 0 and 1024), and ik_llama.cpp's llama-bench with run-time
 # repacking (-rtr 1; -gp 1024,128 is its tg128 at depth 1024) when bench/ik_llamacpp/build.sh has built
 # it (IK=0 skips it); then llama-server -np 16 and flashserve serve
-# under the same flashserve-bench loads: closed loop c16 (128 in / 128 out), and open loop Poisson
+# under the same flashserve-bench loads: closed loop c8 and c16 (128 in / 128 out), and open loop Poisson
 # at half of llama-server's c16 request rate, with prompts of its own (a seed the c16 run did not
 # use, so no prompt is already in either server's cache). QUICK=1 skips the serving part,
 # SERVING_ONLY=1 the kernels. Raw outputs go to a folder under bench/results/ named for the date and
@@ -92,11 +92,13 @@ compare_one() {  # the rounds on $model, into $dir
     [ "${QUICK:-0}" = 1 ] && continue
     echo "compare: round $r: serving"
     pid=$(serve_llamacpp); wait_http "http://127.0.0.1:$port/health"
+    load "llama-server.c8.$r" "$port" --concurrency 8 --num-requests 32 --warmup 8 --seed "$r"
     load "llama-server.c16.$r" "$port" --concurrency 16 --num-requests 64 --warmup 16 --seed "$r"
     rate=$("$py" -c "import json; print(json.load(open('$dir/llama-server.c16.$r.json'))['request_throughput'] / 2)")
     load "llama-server.open.$r" "$port" --request-rate "$rate" --num-requests 48 --seed $((r + 1000))
     kill "$pid"; wait "$pid" 2> /dev/null || true
     pid=$(serve_flashserve); wait_http "http://127.0.0.1:$port/ready"
+    load "flashserve.c8.$r" "$port" --concurrency 8 --num-requests 32 --warmup 8 --seed "$r"
     load "flashserve.c16.$r" "$port" --concurrency 16 --num-requests 64 --warmup 16 --seed "$r"
     load "flashserve.open.$r" "$port" --request-rate "$rate" --num-requests 48 --seed $((r + 1000))
     kill "$pid"; wait "$pid" 2> /dev/null || true

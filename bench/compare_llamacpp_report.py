@@ -66,7 +66,7 @@ def print_rounds(d, rounds):
             if a and c:
                 cells.append(f" (ik_llama.cpp {c:8.1f}: {a / c:5.2f}x)")
         print(f"{label:28s}" + "".join(cells))
-    for kind in ("c16", "open"):
+    for kind in ("c8", "c16", "open"):
         for r in range(1, rounds + 1):
             f, l = serving(d, r, "flashserve", kind), serving(d, r, "llama-server", kind)
             if not (f and l):
@@ -89,7 +89,7 @@ def print_summary(out, rounds, models):
     print(f"read bandwidth {bandwidth / 1e9:.1f} GB/s; medians over {rounds} round(s); ours / llama.cpp, q8 activations "
           f"(in brackets: ours / ik_llama.cpp -rtr 1, where it ran)")
     print(f"{'file':44s} {'prefill 512':>19s} {'decode @128':>19s} {'decode @1024':>19s} {'decode/bound':>13s} "
-          f"{'c16 output':>11s} {'P99 ITL/TPOT':>13s}")
+          f"{'c8 output':>10s} {'P99 ITL/TPOT':>13s} {'c16 output':>11s} {'P99 ITL/TPOT':>13s}")
     q8_rows = [row for row in ROWS if row[1].endswith("q8:1")]
     for m in models:
         d = f"{out}/{os.path.basename(m)[:-5]}"
@@ -103,13 +103,14 @@ def print_summary(out, rounds, models):
             cells.append(f"{cell:>19s}")
         decode = median([ours(d, r, q8_rows[1][1]) for r in range(1, rounds + 1)])
         cells.append(f"{decode * step_bytes(m) / bandwidth:13.0%}" if decode else f"{'-':>13s}")
-        pairs = [(serving(d, r, "flashserve", "c16"), serving(d, r, "llama-server", "c16")) for r in range(1, rounds + 1)]
-        pairs = [(a, b) for a, b in pairs if a and b]
-        if pairs:
-            cells.append(f"{median([a['output_throughput'] / b['output_throughput'] for a, b in pairs]):10.2f}x")
-            cells.append(f"{median([a['itl']['p99_ms'] / a['tpot']['median_ms'] for a, _ in pairs]):12.2f}x")
-        else:
-            cells += [f"{'-':>11s}", f"{'-':>13s}"]
+        for kind, width in (("c8", 10), ("c16", 11)):
+            pairs = [(serving(d, r, "flashserve", kind), serving(d, r, "llama-server", kind)) for r in range(1, rounds + 1)]
+            pairs = [(a, b) for a, b in pairs if a and b]
+            if pairs:
+                cells.append(f"{median([a['output_throughput'] / b['output_throughput'] for a, b in pairs]):{width - 1}.2f}x")
+                cells.append(f"{median([a['itl']['p99_ms'] / a['tpot']['median_ms'] for a, _ in pairs]):12.2f}x")
+            else:
+                cells += [f"{'-':>{width}s}", f"{'-':>13s}"]
         print(f"{os.path.basename(m):44s} " + " ".join(cells))
 
 

@@ -22,9 +22,19 @@ struct ActBlock {
   int8_t q[kBlock];
 };
 
+// The formats whose chunks' scales are small integers times one float per 256 elements: Q4_K,
+// Q5_K, Q6_K and IQ4_XS (Q2_K, Q3_K and Q8_K go as the 32-element formats). Their activations
+// take one d per 256 elements (as llama.cpp's Q8_K), so a super-block's chunk sums times their
+// integer scales (and Q4_K's and Q5_K's minimums times the chunks' sums of q) add up exactly in
+// int32, and each dot takes one fma per super-block (two with minimums) instead of one per chunk.
+inline bool super_scaled(DType t) {
+  return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS;
+}
+
 // x [num_tokens][k] quantized block by block into a buffer of the calling thread, valid until its
-// next call.
-const ActBlock* quantize_rows(const float* x, int64_t num_tokens, int64_t k);
+// next call; the blocks of each `group` elements (32, or 256 for the super-scaled formats) share
+// one d, that of the group's largest magnitude.
+const ActBlock* quantize_rows(const float* x, int64_t num_tokens, int64_t k, int64_t group);
 
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
 inline float half(uint16_t h) { return tile::half_scale(h); }
@@ -35,6 +45,10 @@ inline float half(uint16_t h) { return codec::half_to_float(h); }
 // Every copy computes a chunk's integer dot exactly, whole (or per 16-element half for the formats
 // that scale halves apart), then adds it into one float accumulator per dot product with one fma by
 // the weight scale times d, chunk after chunk; the offset terms collect in a second sum, added last.
+// The super-scaled formats instead add, per super-block, the exact int32 sum of their chunks' (or
+// halves') dots times the integer scales with one fma by the super-block's d times the
+// activations' d; Q4_K and Q5_K their minimums' int32 sum (m times the chunk's sum of q) into the
+// offsets with one fma by -dmin times the activations' d.
 
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
 // acc + lane i = sum over bytes 4i .. 4i+3 of w * x, exact (a pair of products fits int16: at most

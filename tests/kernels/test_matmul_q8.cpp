@@ -154,10 +154,100 @@ Chunk chunk_of(DType t, const uint8_t* row, int64_t chunk) {
 // The formats whose 16-element halves have scales of their own: their chunks add two sums.
 bool scales_halves(DType t) { return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q6_K; }
 
+// The formats whose chunk scales are integers times one f16 per super-block: their activations
+// take one d per 256 elements and their dots one fma per super-block.
+bool super_scaled(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS; }
+
+// A super-scaled chunk's integer scales (of elements 0..15 and 16..31) and minimum, and its
+// super-block's d and dmin.
+struct IntScales {
+  int scale[2], min = 0;
+  float d, dmin = 0.0f;
+};
+
+IntScales int_scales_of(DType t, const uint8_t* row, int64_t chunk) {
+  const int c = int(chunk % 8);
+  IntScales s;
+  switch (t) {
+    case DType::Q4_K:
+    case DType::Q5_K: {
+      const uint8_t* b = row + (t == DType::Q5_K ? 176 : 144) * (chunk / 8);
+      s.scale[0] = s.scale[1] = ref_quants::k_code(b + 4, c, 0);
+      s.min = ref_quants::k_code(b + 4, c, 1);
+      s.d = f16(b);
+      s.dmin = f16(b + 2);
+      break;
+    }
+    case DType::Q6_K: {
+      const uint8_t* b = row + 210 * (chunk / 8);
+      for (int h = 0; h < 2; ++h) s.scale[h] = int8_t(b[192 + 2 * c + h]);
+      s.d = f16(b + 208);
+      break;
+    }
+    case DType::IQ4_XS: {
+      const uint8_t* b = row + 136 * (chunk / 8);
+      s.scale[0] = s.scale[1] = (((b[4 + c / 2] >> (4 * (c % 2))) & 15) | ((read_u16(b + 2) >> (2 * c)) & 3) << 4) - 32;
+      s.d = f16(b);
+      break;
+    }
+    default: ADD_FAILURE() << dtype_name(t) << " is not super-scaled";
+  }
+  return s;
+}
+
+// x's 8-bit codes, with one d for each `group` elements (that of their largest magnitude, NaN
+// ignored): NaN codes 0, the rest round to nearest even within [-127, 127].
+std::vector<int> plain_codes(const float* x, int64_t k, int64_t group, std::vector<float>& d) {
+  std::vector<int> q(static_cast<size_t>(k));
+  d.assign(size_t(k / group), 0.0f);
+  for (int64_t g = 0; g < k / group; ++g) {
+    float amax = 0.0f;
+    for (int64_t i = g * group; i < (g + 1) * group; ++i) amax = std::max(amax, std::fabs(x[i]));
+    d[size_t(g)] = amax / 127.0f;
+    const float id = d[size_t(g)] != 0.0f ? 1.0f / d[size_t(g)] : 0.0f;
+    for (int64_t i = g * group; i < (g + 1) * group; ++i) {
+      const float v = x[i] * id;
+      q[size_t(i)] = std::isnan(v) ? 0 : int(std::nearbyint(std::clamp(v, -127.0f, 127.0f)));
+    }
+  }
+  return q;
+}
+
+// The super-scaled formats' contract: per super-block, the exact int32 sum of each chunk's (or
+// half's) integer dot times its integer scale, added by one fma with the super-block's d times
+// the activations' d; Q4_K's and Q5_K's minimums times the chunks' sums of q likewise, by one fma
+// with -dmin times d into the offsets.
+float plain_super_dot(const float* x, const uint8_t* row, int64_t k, DType t) {
+  std::vector<float> d;
+  const std::vector<int> q = plain_codes(x, k, 256, d);
+  float acc = 0.0f, off = 0.0f;
+  for (int64_t sb = 0; sb < k / 256; ++sb) {
+    int32_t sums = 0, mins = 0;
+    float wd = 0.0f, wdmin = 0.0f;
+    for (int64_t b = 8 * sb; b < 8 * sb + 8; ++b) {
+      const Chunk ch = chunk_of(t, row, b);
+      const IntScales s = int_scales_of(t, row, b);
+      int dot[2] = {0, 0}, qsum = 0;
+      for (int e = 0; e < 32; ++e) {
+        dot[e / 16] += ch.code[e] * q[size_t(32 * b + e)];
+        qsum += q[size_t(32 * b + e)];
+      }
+      sums += dot[0] * s.scale[0] + dot[1] * s.scale[1];
+      mins += s.min * qsum;
+      wd = s.d, wdmin = s.dmin;
+    }
+    acc = std::fma(float(sums), wd * d[size_t(sb)], acc);
+    if (t == DType::Q4_K || t == DType::Q5_K) off = std::fma(float(mins), -wdmin * d[size_t(sb)], off);
+  }
+  return acc + off;
+}
+
 // The contract, written out with no vectors: per chunk, the exact integer dot (or each half's)
 // added into the dot's one float sum by an fma with the scale times d, in chunk order; the offset
-// terms (multiples of d * sum q) into their own sum, added at the end.
+// terms (multiples of d * sum q) into their own sum, added at the end. The super-scaled formats:
+// plain_super_dot.
 float plain_dot(const float* x, const uint8_t* row, int64_t k, DType t) {
+  if (super_scaled(t)) return plain_super_dot(x, row, k, t);
   float acc = 0.0f, off = 0.0f;
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* xb = x + b * 32;
@@ -241,8 +331,8 @@ TEST(MatmulQ8, BatchAndThreadInvariant) {
 }
 
 // Against the f64 product of the same weights: each activation moves by at most half its block's
-// step (amax / 254), so a dot moves by at most the sum over blocks of amax / 254 * sum |w|, plus
-// float rounding.
+// step (amax / 254, amax over the 32 elements, or the 256 of the super-scaled formats), so a dot
+// moves by at most the sum over blocks of amax / 254 * sum |w|, plus float rounding.
 TEST(MatmulQ8, WithinTheActivationRoundingOfTheExactProduct) {
   std::mt19937 rng(73);
   const int64_t k = 1536, n_out = 64, nt = 3;
@@ -256,9 +346,10 @@ TEST(MatmulQ8, WithinTheActivationRoundingOfTheExactProduct) {
       for (int64_t o = 0; o < n_out; ++o) {
         const auto wd = ref_dequant(t, w.data() + size_t(o) * row_bytes(t, k), k);
         double bound = 0.0;
-        for (int64_t b = 0; b < k / 32; ++b) {
+        const int64_t group = super_scaled(t) ? 256 : 32;
+        for (int64_t b = 0; b < k / group; ++b) {
           double amax = 0.0, wsum = 0.0;
-          for (int64_t e = b * 32; e < b * 32 + 32; ++e) {
+          for (int64_t e = b * group; e < b * group + group; ++e) {
             amax = std::max(amax, double(std::fabs(x[size_t(tok * k + e)])));
             wsum += std::fabs(wd[size_t(e)]);
           }

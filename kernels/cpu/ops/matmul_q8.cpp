@@ -40,13 +40,20 @@ enum class Offset {
 
 // Each format: its stored block, chunks per block, whether codes are signed (else 0..63), whether
 // the halves' scales differ, its offset, and per chunk c: scales, code of element e, and (vector
-// builds) all 32 codes as bytes.
+// builds) all 32 codes as bytes. The super-scaled ones (q8::super_scaled) give their chunks'
+// integer scales (ints) and the block's d and -dmin instead of scales.
 template <class B, int kPerBlock, bool kSignedCodes, bool kHalves, Offset kOff>
 struct Format {
   using Block = B;
   static constexpr int kChunks = kPerBlock;
   static constexpr bool kSigned = kSignedCodes, kHalfScales = kHalves;
   static constexpr Offset kOffset = kOff;
+  static constexpr bool kSuper = false;
+};
+
+// A super-scaled chunk's integer scales (of elements 0..15 and 16..31) and minimum.
+struct IntScales {
+  int lo, hi, m = 0;
 };
 
 struct Q8_0Codes : Format<BlockQ8_0, 1, true, false, Offset::None> {
@@ -110,10 +117,13 @@ struct Q3_KCodes : Format<BlockQ3_K, 8, true, true, Offset::None> {
 
 template <class B>
 struct KCodes : Format<B, 8, false, false, Offset::Chunk> {
-  static ChunkScales scales(const B& b, int c) {
-    const codec::Affine a = codec::k_affine(b, c, half(b.d), half(b.dmin));
-    return {a.d, a.d, -a.m};
+  static constexpr bool kSuper = true;
+  static IntScales ints(const B& b, int c) {
+    const ScaleMin s = k_scale_min(b.scales, c);
+    return {s.sc, s.sc, s.m};
   }
+  static float d(const B& b) { return half(b.d); }
+  static float neg_dmin(const B& b) { return -half(b.dmin); }
 };
 
 struct Q4_KCodes : KCodes<BlockQ4_K> {
@@ -127,10 +137,10 @@ struct Q5_KCodes : KCodes<BlockQ5_K> {
 };
 
 struct Q6_KCodes : Format<BlockQ6_K, 8, true, true, Offset::None> {
-  static ChunkScales scales(const Block& b, int c) {
-    const float d = half(b.d);
-    return {codec::q6k_scale(b, 2 * c, d), codec::q6k_scale(b, 2 * c + 1, d)};
-  }
+  static constexpr bool kSuper = true;
+  static IntScales ints(const Block& b, int c) { return {b.scales[2 * c], b.scales[2 * c + 1]}; }
+  static float d(const Block& b) { return half(b.d); }
+  static float neg_dmin(const Block&) { return 0.0f; }
   static int code(const Block& b, int c, int e) {
     const int h = c / 4, g = c % 4;
     const int lo = (b.ql[64 * h + 32 * (g % 2) + e] >> (4 * (g / 2))) & 0x0f;
@@ -144,10 +154,13 @@ struct Q8_KCodes : Format<BlockQ8_K, 8, true, false, Offset::None> {
 };
 
 struct IQ4_XSCodes : Format<BlockIQ4_XS, 8, true, false, Offset::None> {
-  static ChunkScales scales(const Block& b, int c) {
-    const float s = codec::iq4xs_scale(b, c, half(b.d));
+  static constexpr bool kSuper = true;
+  static IntScales ints(const Block& b, int c) {
+    const int s = iq4xs_scale_code(b.scales_l[c / 2], b.scales_h, c);
     return {s, s};
   }
+  static float d(const Block& b) { return half(b.d); }
+  static float neg_dmin(const Block&) { return 0.0f; }
   static int code(const Block& b, int c, int e) {
     const uint8_t* qs = b.qs + 16 * c;
     return kIQ4Values[e < 16 ? qs[e] & 0x0f : qs[e - 16] >> 4];
@@ -193,10 +206,95 @@ inline __m128 row_vector(const ChunkScales (&s)[R], float ChunkScales::*field) {
 }
 #endif
 
-// y[t * n_out + r] for R weight rows from w and T tokens' activation blocks from a (nb chunks each).
+// dot_tile for the super-scaled formats: per super-block, the int32 sums of the chunks' dots times
+// their scales (and minimums times the chunks' sums of q), then one fma each.
 template <class C, int R, int T>
-void dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y, int64_t n_out) {
-  static_assert(R <= 4);
+void super_dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y, int64_t n_out) {
+  using Block = typename C::Block;
+  constexpr bool kMins = C::kOffset == Offset::Chunk;
+  auto block = [&](int r, int64_t b) -> const Block& { return reinterpret_cast<const Block*>(w + r * rb)[b / 8]; };
+#if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
+  // Row r in lane r, as dot_tile.
+  __m128 acc[T], off[T];
+  for (int t = 0; t < T; ++t) acc[t] = off[t] = _mm_setzero_ps();
+  for (int64_t s = 0; s < nb; s += 8) {
+    __m128i sums[T], mins[T];
+    for (int t = 0; t < T; ++t) sums[t] = mins[t] = _mm_setzero_si128();
+    for (int c = 0; c < 8; ++c) {
+      __m256i wc[4];
+      alignas(16) int32_t lo[4] = {}, hi[4] = {}, m[4] = {};
+      for (int r = 0; r < 4; ++r) wc[r] = r < R ? weight_codes<C>(block(r, s), c) : _mm256_setzero_si256();
+      for (int r = 0; r < R; ++r) {
+        const IntScales sc = C::ints(block(r, s), c);
+        lo[r] = sc.lo, hi[r] = sc.hi, m[r] = sc.m;
+      }
+      const __m128i scale_lo = _mm_load_si128(reinterpret_cast<const __m128i*>(lo));
+      const __m128i scale_hi = _mm_load_si128(reinterpret_cast<const __m128i*>(hi));
+      const __m128i minimum = _mm_load_si128(reinterpret_cast<const __m128i*>(m));
+      for (int t = 0; t < T; ++t) {
+        const ActBlock& ab = a[t * nb + s + c];
+        const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.q));
+        __m256i l[4];
+        for (int r = 0; r < 4; ++r) l[r] = q8::code_lane_sums<C::kSigned>(wc[r], xq);
+        const __m256i halves = q8::quad_sums(l[0], l[1], l[2], l[3]);
+        const __m128i sum_lo = _mm256_castsi256_si128(halves), sum_hi = _mm256_extracti128_si256(halves, 1);
+        if constexpr (C::kHalfScales) {
+          sums[t] = _mm_add_epi32(sums[t], _mm_add_epi32(_mm_mullo_epi32(sum_lo, scale_lo), _mm_mullo_epi32(sum_hi, scale_hi)));
+        } else {
+          sums[t] = _mm_add_epi32(sums[t], _mm_mullo_epi32(_mm_add_epi32(sum_lo, sum_hi), scale_lo));
+        }
+        if constexpr (kMins) mins[t] = _mm_add_epi32(mins[t], _mm_mullo_epi32(minimum, _mm_set1_epi32(ab.sum_lo + ab.sum_hi)));
+      }
+    }
+    alignas(16) float d[4] = {}, neg_dmin[4] = {};
+    for (int r = 0; r < R; ++r) d[r] = C::d(block(r, s)), neg_dmin[r] = C::neg_dmin(block(r, s));
+    for (int t = 0; t < T; ++t) {
+      const __m128 xd = _mm_set1_ps(a[t * nb + s].d);
+      acc[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(sums[t]), _mm_mul_ps(_mm_load_ps(d), xd), acc[t]);
+      if constexpr (kMins) off[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(mins[t]), _mm_mul_ps(_mm_load_ps(neg_dmin), xd), off[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    alignas(16) float v[4];
+    _mm_store_ps(v, _mm_add_ps(acc[t], off[t]));
+    std::copy(v, v + R, y + t * n_out);
+  }
+#else
+  float acc[T][R] = {}, off[T][R] = {};
+  for (int64_t s = 0; s < nb; s += 8) {
+    for (int r = 0; r < R; ++r) {
+      const Block& blk = block(r, s);
+      int32_t sums[T] = {}, mins[T] = {};
+      for (int c = 0; c < 8; ++c) {
+        const IntScales sc = C::ints(blk, c);
+        int codes[kBlock];
+        for (int e = 0; e < kBlock; ++e) codes[e] = C::code(blk, c, e);
+        for (int t = 0; t < T; ++t) {
+          const ActBlock& ab = a[t * nb + s + c];
+          int32_t lo = 0, hi = 0;
+          for (int e = 0; e < kBlock / 2; ++e) {
+            lo += codes[e] * ab.q[e];
+            hi += codes[e + kBlock / 2] * ab.q[e + kBlock / 2];
+          }
+          sums[t] += lo * sc.lo + hi * sc.hi;
+          mins[t] += sc.m * (ab.sum_lo + ab.sum_hi);
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        const float xd = a[t * nb + s].d;
+        acc[t][r] = std::fma(float(sums[t]), C::d(blk) * xd, acc[t][r]);
+        if constexpr (kMins) off[t][r] = std::fma(float(mins[t]), C::neg_dmin(blk) * xd, off[t][r]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < R; ++r) y[t * n_out + r] = acc[t][r] + off[t][r];
+#endif
+}
+
+// dot_tile for the rest: one fma per chunk (or half).
+template <class C, int R, int T>
+void chunk_dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y, int64_t n_out) {
   using Block = typename C::Block;
   auto block = [&](int r, int64_t b) -> const Block& {
     return reinterpret_cast<const Block*>(w + r * rb)[b / C::kChunks];
@@ -268,6 +366,15 @@ void dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y,
 #endif
 }
 
+// y[t * n_out + r] for R (at most 4) weight rows from w and T tokens' activation blocks from a (nb
+// chunks each).
+template <class C, int R, int T>
+void dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y, int64_t n_out) {
+  static_assert(R <= 4);
+  if constexpr (C::kSuper) super_dot_tile<C, R, T>(w, rb, a, nb, y, n_out);
+  else chunk_dot_tile<C, R, T>(w, rb, a, nb, y, n_out);
+}
+
 // Tile shape: rows that share a token's activation block, tokens that share a row's decoded codes
 // (AVX-512's 32 registers hold twice AVX2's accumulators).
 #if defined(FLASHSERVE_AVX512)
@@ -301,28 +408,37 @@ void matmul_codes(const ActBlock* a, int64_t num_tokens, int64_t nb, const char*
 namespace q8 {
 namespace {
 
-// Codes: NaN becomes 0; the rest rounds to nearest even within [-127, 127] (so that negating never
-// wraps). The vector versions compute the same values: max ignores NaN as std::max does in the
-// scalar code (a NaN first operand yields the second), every other step is exact or rounded once the
-// same way.
-void quantize_block(const float* x, ActBlock& out) {
+// The largest magnitude of 32 activations, NaN ignored. The vector versions compute the same
+// value: max ignores NaN as std::max does in the scalar code (a NaN first operand yields the
+// second).
+float block_amax(const float* x) {
 #if defined(FLASHSERVE_AVX512)
   const __m512 v[2] = {_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)};
   const __m512 m = _mm512_max_ps(_mm512_abs_ps(v[1]), _mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_setzero_ps()));
-  const float amax = _mm512_reduce_max_ps(m);
+  return _mm512_reduce_max_ps(m);
 #elif defined(FLASHSERVE_AVX2)
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  __m256 v[4], m = _mm256_setzero_ps();
-  for (int i = 0; i < 4; ++i) {
-    v[i] = _mm256_loadu_ps(x + 8 * i);
-    m = _mm256_max_ps(_mm256_andnot_ps(sign, v[i]), m);
-  }
+  __m256 m = _mm256_setzero_ps();
+  for (int i = 0; i < 4; ++i) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * i)), m);
   __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
   h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-  const float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+  return _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
 #else
   float amax = 0.0f;
   for (int i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(x[i]));
+  return amax;
+#endif
+}
+
+// Codes of x / d with d = amax / 127: NaN becomes 0; the rest rounds to nearest even within
+// [-127, 127] (so that negating never wraps). The vector versions compute the same values: every
+// step is exact or rounded once the same way.
+void quantize_block(const float* x, float amax, ActBlock& out) {
+#if defined(FLASHSERVE_AVX512)
+  const __m512 v[2] = {_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)};
+#elif defined(FLASHSERVE_AVX2)
+  __m256 v[4];
+  for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(x + 8 * i);
 #endif
   const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
   int32_t sum[2] = {0, 0};
@@ -371,16 +487,21 @@ void quantize_block(const float* x, ActBlock& out) {
 
 }  // namespace
 
-const ActBlock* quantize_rows(const float* x, int64_t num_tokens, int64_t k) {
-  const int64_t blocks = num_tokens * (k / kBlock);
+const ActBlock* quantize_rows(const float* x, int64_t num_tokens, int64_t k, int64_t group) {
+  const int64_t groups = num_tokens * (k / group), per_group = group / kBlock;
   // Reused across calls: a step's matmuls all fit the largest one's activations.
   thread_local std::vector<ActBlock> act;
-  act.resize(size_t(blocks));
+  act.resize(size_t(groups * per_group));
   ActBlock* a = act.data();
   parallel_for(
-      blocks,
+      groups,
       [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) quantize_block(x + i * kBlock, a[i]);
+        for (int64_t i = begin; i < end; ++i) {
+          const float* xg = x + i * group;
+          float amax = 0.0f;
+          for (int64_t b = 0; b < per_group; ++b) amax = std::max(amax, block_amax(xg + b * kBlock));
+          for (int64_t b = 0; b < per_group; ++b) quantize_block(xg + b * kBlock, amax, a[i * per_group + b]);
+        }
       },
       num_tokens * k >= (1 << 16));
   return a;
@@ -397,7 +518,7 @@ void matmul_q8(const float* x, int64_t num_tokens, int64_t k, const void* w, DTy
   }
   if (num_tokens <= 0 || n_out <= 0) return;
   const int64_t nb = k / kBlock;
-  const ActBlock* a = q8::quantize_rows(x, num_tokens, k);
+  const ActBlock* a = q8::quantize_rows(x, num_tokens, k, q8::super_scaled(wtype) ? kSuperBlock : kBlock);
   const auto* wb = static_cast<const char*>(w);
   const size_t rb = row_bytes(wtype, k);
   switch (wtype) {

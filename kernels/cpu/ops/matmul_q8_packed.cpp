@@ -44,6 +44,9 @@ template <class B>
 constexpr Offset kOffset = std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ5_1> || kAffineK<B> ? Offset::Min
                            : std::is_same_v<B, BlockQ4_0>                                          ? Offset::MinusEightD
                                                                                                    : Offset::None;
+// The super-scaled formats (q8::super_scaled): a super-block's integer sums, then one fma.
+template <class B>
+constexpr bool kSuper = kAffineK<B> || std::is_same_v<B, BlockQ6_K> || std::is_same_v<B, BlockIQ4_XS>;
 namespace q4k = q8_packed::q4k;
 namespace q6k = q8_packed::q6k;
 namespace iq4xs = q8_packed::iq4xs;
@@ -75,10 +78,12 @@ struct Ymm {
   static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
   static F halves(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   template <bool kSigned>
-  static F bytes(const uint8_t* p) {
+  static I ints(const uint8_t* p) {
     const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-    return _mm256_cvtepi32_ps(kSigned ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b));
+    return kSigned ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
   }
+  template <bool kSigned>
+  static F bytes(const uint8_t* p) { return _mm256_cvtepi32_ps(ints<kSigned>(p)); }
   static I each_byte(char c) { return _mm256_set1_epi8(c); }
   static I each_dword(int32_t v) { return _mm256_set1_epi32(v); }
   static F each_float(float v) { return _mm256_set1_ps(v); }
@@ -92,9 +97,13 @@ struct Ymm {
   static I shl16(I a) { return _mm256_slli_epi16(a, n); }
   template <int n>
   static I shr16(I a) { return _mm256_srli_epi16(a, n); }
+  template <int n>
+  static I shl32(I a) { return _mm256_slli_epi32(a, n); }
   static I shuffle(I table, I idx) { return _mm256_shuffle_epi8(table, idx); }
   static I add_sums(I acc, I w, I x) { return q8::add_lane_sums(acc, w, x); }
   static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I mul32(I a, I b) { return _mm256_mullo_epi32(a, b); }
+  static I madd16(I a, I b) { return _mm256_madd_epi16(a, b); }
   static F to_float(I a) { return _mm256_cvtepi32_ps(a); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
@@ -116,10 +125,12 @@ struct Zmm {
   static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
   static F halves(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   template <bool kSigned>
-  static F bytes(const uint8_t* p) {
+  static I ints(const uint8_t* p) {
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    return _mm512_cvtepi32_ps(kSigned ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b));
+    return kSigned ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
   }
+  template <bool kSigned>
+  static F bytes(const uint8_t* p) { return _mm512_cvtepi32_ps(ints<kSigned>(p)); }
   static I each_byte(char c) { return _mm512_set1_epi8(c); }
   static I each_dword(int32_t v) { return _mm512_set1_epi32(v); }
   static F each_float(float v) { return _mm512_set1_ps(v); }
@@ -133,10 +144,14 @@ struct Zmm {
   static I shl16(I a) { return _mm512_slli_epi16(a, n); }
   template <int n>
   static I shr16(I a) { return _mm512_srli_epi16(a, n); }
+  template <int n>
+  static I shl32(I a) { return _mm512_slli_epi32(a, n); }
   static I shuffle(I table, I idx) { return _mm512_shuffle_epi8(table, idx); }
   static I sub8(I a, I b) { return _mm512_sub_epi8(a, b); }
   static I add_sums(I acc, I w, I x) { return _mm512_dpbusd_epi32(acc, w, x); }
   static I add32(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I mul32(I a, I b) { return _mm512_mullo_epi32(a, b); }
+  static I madd16(I a, I b) { return _mm512_madd_epi16(a, b); }
   static F to_float(I a) { return _mm512_cvtepi32_ps(a); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
@@ -284,6 +299,21 @@ inline typename V::I sum_start(const ActBlock& ab, bool high_half) {
   return V::each_dword(0);
 }
 
+// The sums of q of two chunks as the int16 pair of a 32-bit lane (each within +-32 * 127).
+inline int32_t sum_pair(const ActBlock& even, const ActBlock& odd) {
+  return int32_t(uint32_t(uint16_t(even.sum_lo + even.sum_hi)) | uint32_t(uint16_t(odd.sum_lo + odd.sum_hi)) << 16);
+}
+
+// Q4_K's and Q5_K's minimums of chunks 2 j and 2 j + 1 of the super-block at p, for the rows one
+// vector holds, as the int16 pair of each lane: times sum_pair by madd, the exact sum of both
+// chunks' minimum times sum of q.
+template <class V>
+[[gnu::always_inline]] inline typename V::I minimum_pair(const uint8_t* p, int j, int row0) {
+  const auto even = V::template ints<false>(p + q4k::kMinsAt + kRows * 2 * j + row0);
+  const auto odd = V::template ints<false>(p + q4k::kMinsAt + kRows * (2 * j + 1) + row0);
+  return V::or_(even, V::template shl32<16>(odd));
+}
+
 // A single token's pass over the weights is bound by memory: asking for the bytes 1 KB past the
 // chunk being read (about three chunks of Q5_K, three groups' worth of Q8_0 a thread's run ahead)
 // made decode of the 1B-shaped files 10-25% faster than leaving the stream to the hardware
@@ -295,10 +325,33 @@ void prefetch_ahead(const uint8_t* g, int64_t b) {
   for (size_t line = 0; line < kChunkBytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
 }
 
-// T tokens (t = 0 .. T-1 of a) against the group's rows row0 .. row0 + rows - 1 (one vector's).
+// Chunk k's exact integer sums against each of T tokens' activation blocks x (Q6_K: each half
+// apart, the second in hi).
 template <class B, class V, int T>
-void group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y, int64_t n_out, int row0, int rows) {
+[[gnu::always_inline]] inline void chunk_sums(const Chunk<V>& k, const ActBlock* const (&x)[T], typename V::I (&lo)[T],
+                                              typename V::I (&hi)[T]) {
   constexpr bool kHalves = std::is_same_v<B, BlockQ6_K>;
+  for (int t = 0; t < T; ++t) {
+    lo[t] = sum_start<B, V>(*x[t], false);
+    if constexpr (kHalves) hi[t] = sum_start<B, V>(*x[t], true);
+  }
+  each_quad([&](auto v) {
+    const Quads<V> q = quads<B, V, v>(k);
+    for (int t = 0; t < T; ++t) {
+      if constexpr (kHalves) {
+        lo[t] = dot<B, V>(lo[t], q.lo, x_quad<V>(*x[t], v));
+        hi[t] = dot<B, V>(hi[t], q.hi, x_quad<V>(*x[t], v + 4));
+      } else {
+        lo[t] = dot2<B, V>(lo[t], q.lo, x_quad<V>(*x[t], v), q.hi, x_quad<V>(*x[t], v + 4));
+      }
+    }
+  });
+}
+
+// T tokens (t = 0 .. T-1 of a) against the group's rows row0 .. row0 + rows - 1 (one vector's),
+// one fma per chunk.
+template <class B, class V, int T>
+void chunk_group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y, int64_t n_out, int row0, int rows) {
   using I = typename V::I;
   using F = typename V::F;
   F acc[T], off[T];
@@ -307,73 +360,134 @@ void group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y, int64
     if constexpr (T == 1) prefetch_ahead<B>(g, b);
     const Chunk<V> k = chunk_at<B, V>(g, b, row0);
     const ActBlock* x[T];
-    I lo[T], hi[T];
+    for (int t = 0; t < T; ++t) x[t] = &a[t * nb + b];
+    I sums[T], unused[T];
+    chunk_sums<B, V, T>(k, x, sums, unused);
     for (int t = 0; t < T; ++t) {
-      x[t] = &a[t * nb + b];
-      lo[t] = sum_start<B, V>(*x[t], false);
-      if constexpr (kHalves) hi[t] = sum_start<B, V>(*x[t], true);
-    }
-    each_quad([&](auto v) {
-      const Quads<V> q = quads<B, V, v>(k);
-      for (int t = 0; t < T; ++t) {
-        if constexpr (kHalves) {
-          lo[t] = dot<B, V>(lo[t], q.lo, x_quad<V>(*x[t], v));
-          hi[t] = dot<B, V>(hi[t], q.hi, x_quad<V>(*x[t], v + 4));
-        } else {
-          lo[t] = dot2<B, V>(lo[t], q.lo, x_quad<V>(*x[t], v), q.hi, x_quad<V>(*x[t], v + 4));
-        }
-      }
-    });
-    for (int t = 0; t < T; ++t) {
-      const F xd = V::each_float(x[t]->d);
-      acc[t] = V::fma(V::to_float(lo[t]), V::mul(k.d, xd), acc[t]);
-      if constexpr (kHalves) acc[t] = V::fma(V::to_float(hi[t]), V::mul(k.d_hi, xd), acc[t]);
+      acc[t] = V::fma(V::to_float(sums[t]), V::mul(k.d, V::each_float(x[t]->d)), acc[t]);
       if constexpr (kOffset<B> != Offset::None) off[t] = V::fma(k.off, V::each_float(x[t]->s), off[t]);
     }
   }
   for (int t = 0; t < T; ++t) V::store(y + t * n_out + row0, V::add(acc[t], off[t]), rows);
 }
 
+// A super-scaled chunk's integer scales for the rows one vector holds (Q6_K: of each half).
+template <class V>
+struct IntScales {
+  typename V::I lo, hi;
+};
+template <class B, class V>
+[[gnu::always_inline]] inline IntScales<V> int_scales(const uint8_t* p, int c, int row0) {
+  if constexpr (kAffineK<B>) {
+    const auto sc = V::template ints<false>(p + q4k::kScalesAt + kRows * c + row0);
+    return {sc, sc};
+  } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
+    return {V::template ints<true>(p + q6k::kScalesAt + kRows * 2 * c + row0),
+            V::template ints<true>(p + q6k::kScalesAt + kRows * (2 * c + 1) + row0)};
+  } else {
+    const auto sc = V::template ints<true>(p + iq4xs::kScalesAt + kRows * c + row0);
+    return {sc, sc};
+  }
+}
+
+// chunk_group_tile for the super-scaled formats: a super-block's chunk sums times their scales
+// (and minimums times the chunks' sums of q) in int32, then one fma each.
+template <class B, class V, int T>
+void super_group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y, int64_t n_out, int row0, int rows) {
+  constexpr bool kHalves = std::is_same_v<B, BlockQ6_K>;
+  using I = typename V::I;
+  using F = typename V::F;
+  F acc[T], off[T];
+  for (int t = 0; t < T; ++t) acc[t] = off[t] = V::zero();
+  for (int64_t s = 0; s < nb; s += 8) {
+    const uint8_t* p = packed_block<B>(g, s);
+    I sums[T], mins[T];
+    for (int t = 0; t < T; ++t) sums[t] = mins[t] = V::each_dword(0);
+    for (int c = 0; c < 8; ++c) {
+      if constexpr (T == 1) prefetch_ahead<B>(g, s + c);
+      const Chunk<V> k = chunk_at<B, V>(g, s + c, row0);
+      const IntScales<V> sc = int_scales<B, V>(p, c, row0);
+      const ActBlock* x[T];
+      for (int t = 0; t < T; ++t) x[t] = &a[t * nb + s + c];
+      I lo[T], hi[T];
+      chunk_sums<B, V, T>(k, x, lo, hi);
+      for (int t = 0; t < T; ++t) {
+        sums[t] = V::add32(sums[t], V::mul32(lo[t], sc.lo));
+        if constexpr (kHalves) sums[t] = V::add32(sums[t], V::mul32(hi[t], sc.hi));
+      }
+    }
+    if constexpr (kAffineK<B>) {
+      for (int j = 0; j < 4; ++j) {
+        const I m = minimum_pair<V>(p, j, row0);
+        for (int t = 0; t < T; ++t) {
+          const ActBlock* x = a + t * nb + s + 2 * j;
+          mins[t] = V::add32(mins[t], V::madd16(m, V::each_dword(sum_pair(x[0], x[1]))));
+        }
+      }
+    }
+    const F d = V::halves(p + 2 * row0);
+    for (int t = 0; t < T; ++t) {
+      const F xd = V::each_float(a[t * nb + s].d);
+      acc[t] = V::fma(V::to_float(sums[t]), V::mul(d, xd), acc[t]);
+      if constexpr (kAffineK<B>) {
+        const F neg_dmin = V::negate(V::halves(p + q4k::kDminAt + 2 * row0));
+        off[t] = V::fma(V::to_float(mins[t]), V::mul(neg_dmin, xd), off[t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) V::store(y + t * n_out + row0, V::add(acc[t], off[t]), rows);
+}
+
+template <class B, class V, int T>
+void group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y, int64_t n_out, int row0, int rows) {
+  if constexpr (kSuper<B>) super_group_tile<B, V, T>(g, a, nb, y, n_out, row0, rows);
+  else chunk_group_tile<B, V, T>(g, a, nb, y, n_out, row0, rows);
+}
+
 #if defined(__AMX_INT8__)
 // AMX: one tile instruction multiplies a chunk of sixteen tokens' activations (a 16 x 32-byte
 // tile) by the same chunk of sixteen rows (an 8 x 64-byte tile: row v holds elements 4 v .. 4 v + 3
 // of each row, which is what a quad's code vector already is) into 16 x 16 exact int32 sums. Those
-// are group_tile's integer sums, so the fmas that follow, the same as there, give the same bits.
-// The products cost little; what costs is moving each chunk's 1 KB of sums out of the tile unit
-// and the float work on them, per chunk as in group_tile. Tiles neither forward to vector loads
-// nor from vector stores: a group's codes are unpacked for all chunks before the first tile reads
-// them, and the activations are copied once into tiles of their own (act_tiles).
+// are the vector path's integer sums, so the fmas that follow, the same as there, give the same
+// bits. Tiles neither forward to vector loads nor from vector stores: a group's codes are unpacked
+// for all chunks before the first tile reads them, and the activations are copied once into tiles
+// of their own (act_tiles).
+//
+// The super-scaled formats unpack each code times its chunk's (or half's) integer scale, an int16,
+// as two byte planes (low byte unsigned, high byte signed); two products a pair of chunks (64
+// bytes deep) then add a whole super-block's scaled sums in the tiles (low + 256 high), so what
+// leaves the tile unit is 2 KB per super-block, not 1 KB per chunk, and the float work is one fma
+// per super-block: the 1B-shaped Q6_K's 2048 x 2048 matmul of 512 tokens went from 6.1 to 3.2 ms.
+// The 32-element formats' scales are f16 per chunk: their sums leave the tiles chunk by chunk.
 namespace amx {
 
 constexpr int kTokens = 16;
 // Tokens whose tiles pass each group's unpacked codes (twice the vector path's block: their
-// activation tiles, 1.3 MB at k = 8,192, still fit a core's L2).
+// activation tiles, 1.4 MB at k = 8,192, still fit a core's L2).
 constexpr int64_t kTokenBlock = 128;
-// Tile registers: 0-3 sums (a batch of four products), 4-5 activations, 6-7 codes.
+// Tile registers: 0-3 sums, 4-5 activations, 6-7 codes.
 
-// Q6_K scales each 16-element half apart: its tiles hold halves (a batch is one chunk).
-template <class B>
-constexpr int kHalves = std::is_same_v<B, BlockQ6_K> ? 2 : 1;
-
+// The products' depth: a chunk (32 bytes a token), or a pair of chunks (64: the tile unit's
+// whole row, the same time per product as a chunk's).
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0;
   uint8_t reserved[14] = {};
   uint16_t bytes_per_row[16] = {};
   uint8_t rows[16] = {};
-  explicit TileConfig(int halves) {
+  explicit TileConfig(int depth) {
     for (int i = 0; i < 8; ++i) rows[i] = kTokens, bytes_per_row[i] = 64;
-    for (int i : {4, 5}) bytes_per_row[i] = uint16_t(32 / halves);
-    for (int i : {6, 7}) rows[i] = uint8_t(8 / halves);
+    for (int i : {4, 5}) bytes_per_row[i] = uint16_t(depth);
+    for (int i : {6, 7}) rows[i] = uint8_t(depth / 4);
   }
 };
 
-// This thread's tile registers configured for format B for the scope (and handed back, so that a
-// context switch need not save their 8 KB).
+// This thread's tile registers configured for products of `depth` bytes for the scope (and handed
+// back, so that a context switch need not save their 8 KB).
 class Tiles {
  public:
-  explicit Tiles(int halves) {
-    static const TileConfig whole(1), halved(2);
-    _tile_loadconfig(halves == 1 ? &whole : &halved);
+  explicit Tiles(int depth) {
+    static const TileConfig chunk(32), pair(64);
+    _tile_loadconfig(depth == 32 ? &chunk : &pair);
   }
   ~Tiles() { _tile_release(); }
   Tiles(const Tiles&) = delete;
@@ -388,29 +502,45 @@ constexpr bool kSignedTile = kSignedCodes<B> || kCodeBias<B> != 0;
 struct alignas(64) CodeTile {
   uint8_t row[8][64];
 };
-
-// A chunk of sixteen tokens' activations: the codes as a tile (rows 32 bytes apart, in 8 whole
-// cache lines) and each token's d and s (ActBlock's).
-struct alignas(64) ActTile {
-  int8_t q[kTokens][32];
-  float d[kTokens], s[kTokens];
+// A pair of super-scaled chunks' codes times their scales: the low bytes and the high ones, each
+// a tile of both chunks' rows.
+struct alignas(64) ScaledCodeTile {
+  uint8_t low[16][64], high[16][64];
 };
 
-// The activations of each whole sixteen tokens of a, [tile][chunk], in a buffer of the calling
-// thread.
+// A pair of chunks of sixteen tokens' activations: the codes as a tile (a token's 64 bytes a row,
+// either chunk's 32 a tile of rows 64 bytes apart), each token's d and s of both (ActBlock's), and
+// their sum_pair.
+struct alignas(64) ActTile {
+  int8_t q[kTokens][64];
+  float d[2][kTokens], s[2][kTokens];
+  int32_t sum_pair[kTokens];
+};
+inline int64_t pairs_of(int64_t nb) { return (nb + 1) / 2; }
+
+// The activations of each whole sixteen tokens of a, [tile][pair of chunks], in a buffer of the
+// calling thread (an odd count's last chunk paired with zeros).
 inline const ActTile* act_tiles(const ActBlock* a, int64_t num_tokens, int64_t nb) {
   thread_local std::vector<ActTile> tiles;
-  tiles.resize(size_t(num_tokens / kTokens * nb));
+  const int64_t pairs = pairs_of(nb);
+  tiles.resize(size_t(num_tokens / kTokens * pairs));
   ActTile* out = tiles.data();  // (the workers' own thread_local would be another buffer)
   parallel_for(int64_t(tiles.size()), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       ActTile& tile = out[i];
-      const ActBlock* first = a + i / nb * kTokens * nb + i % nb;
+      const int64_t b = 2 * (i % pairs);
+      const ActBlock* first = a + i / pairs * kTokens * nb + b;
       for (int t = 0; t < kTokens; ++t) {
-        const ActBlock& ab = first[t * nb];
-        std::memcpy(tile.q[t], ab.q, sizeof(tile.q[t]));
-        tile.d[t] = ab.d;
-        tile.s[t] = ab.s;
+        const ActBlock* ab = first + t * nb;
+        const bool both = b + 1 < nb;
+        std::memcpy(tile.q[t], ab[0].q, 32);
+        std::memset(tile.q[t] + 32, 0, 32);
+        if (both) std::memcpy(tile.q[t] + 32, ab[1].q, 32);
+        for (int h = 0; h < 2; ++h) {
+          tile.d[h][t] = h == 0 || both ? ab[h].d : 0.0f;
+          tile.s[h][t] = h == 0 || both ? ab[h].s : 0.0f;
+        }
+        tile.sum_pair[t] = both ? sum_pair(ab[0], ab[1]) : 0;
       }
     }
   });
@@ -437,17 +567,71 @@ const CodeTile* unpack_group(const uint8_t* g, int64_t nb) {
   return tiles.data();
 }
 
-// Product i (0-3) of a batch: chunk b + i / halves, half i % halves, into tile i from activations
-// in tile 4 + i % 2 and codes in tile 6 + i % 2 (the intrinsics take tile numbers as literals).
+// A code vector (sixteen rows' four codes) times each row's scale (sixteen int16), as the low and
+// high bytes of the int16 products into tile row v.
+template <class B>
+[[gnu::always_inline]] inline void scale_codes(__m512i codes, __m256i scales, ScaledCodeTile& out, int v) {
+  const __m512i first = _mm512_set_epi16(7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 5, 5, 4, 4, 4, 4, 3, 3, 3, 3, 2, 2, 2, 2, 1, 1,
+                                         1, 1, 0, 0, 0, 0);
+  const __m512i second = _mm512_add_epi16(first, _mm512_set1_epi16(8));
+  const __m512i wide_scales = _mm512_castsi256_si512(scales);
+  __m256i low[2], high[2];
+  for (int i = 0; i < 2; ++i) {
+    const __m256i half = i == 0 ? _mm512_castsi512_si256(codes) : _mm512_extracti64x4_epi64(codes, 1);
+    const __m512i c16 = kSignedTile<B> ? _mm512_cvtepi8_epi16(half) : _mm512_cvtepu8_epi16(half);
+    const __m512i product = _mm512_mullo_epi16(c16, _mm512_permutexvar_epi16(i == 0 ? first : second, wide_scales));
+    low[i] = _mm512_cvtepi16_epi8(product);
+    high[i] = _mm512_cvtepi16_epi8(_mm512_srai_epi16(product, 8));
+  }
+  _mm512_store_si512(out.low[v], _mm512_inserti64x4(_mm512_castsi256_si512(low[0]), low[1], 1));
+  _mm512_store_si512(out.high[v], _mm512_inserti64x4(_mm512_castsi256_si512(high[0]), high[1], 1));
+}
+
+// A super-scaled chunk's sixteen rows' scales as int16 (Q6_K: of half h).
+template <class B>
+__m256i row_scales(const uint8_t* p, int c, int h) {
+  const uint8_t* at = kAffineK<B>                       ? p + q4k::kScalesAt + kRows * c
+                      : std::is_same_v<B, BlockQ6_K> ? p + q6k::kScalesAt + kRows * (2 * c + h)
+                                                      : p + iq4xs::kScalesAt + kRows * c;
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+  return kAffineK<B> ? _mm256_cvtepu8_epi16(bytes) : _mm256_cvtepi8_epi16(bytes);
+}
+
+// The group's codes times their scales, pair of chunks after pair (in a buffer of the calling
+// thread; nb is whole super-blocks).
+template <class B>
+const ScaledCodeTile* unpack_scaled_group(const uint8_t* g, int64_t nb) {
+  thread_local std::vector<ScaledCodeTile> tiles;
+  tiles.resize(size_t(nb / 2));
+  for (int64_t b = 0; b < nb; ++b) {
+    const Chunk<Zmm> k = chunk_at<B, Zmm>(g, b, 0);
+    const uint8_t* p = packed_block<B>(g, b);
+    const int c = chunk_of<B>(b);
+    const __m256i lo_scales = row_scales<B>(p, c, 0), hi_scales = row_scales<B>(p, c, 1);
+    each_quad([&](auto v) {
+      Quads<Zmm> q = quads<B, Zmm, v, false>(k);
+      if constexpr (kCodeBias<B> != 0) {
+        const auto bias = Zmm::each_byte(char(kCodeBias<B>));
+        q = {Zmm::sub8(q.lo, bias), Zmm::sub8(q.hi, bias)};
+      }
+      scale_codes<B>(q.lo, lo_scales, tiles[size_t(b / 2)], 8 * int(b % 2) + v);
+      scale_codes<B>(q.hi, hi_scales, tiles[size_t(b / 2)], 8 * int(b % 2) + v + 4);
+    });
+  }
+  return tiles.data();
+}
+
+// Product i (0-3) of a batch: chunk b + i (half h of its pair's tile x), into tile i from
+// activations in tile 4 + i % 2 and codes in tile 6 + i % 2 (the intrinsics take tile numbers as
+// literals).
 #define FLASHSERVE_TILE_PRODUCT(c, a, w)               \
-  _tile_loadd(a, x.q[0] + 16 * half, 32);              \
-  _tile_loadd(w, codes.row[4 * half], 64);             \
+  _tile_loadd(a, x.q[0] + 32 * h, 64);                 \
+  _tile_loadd(w, codes.row[0], 64);                    \
   _tile_zero(c);                                       \
   if constexpr (kSignedTile<B>) _tile_dpbssd(c, a, w); \
   else _tile_dpbsud(c, a, w);
 template <class B, int i>
-void multiply(const ActTile& x, const CodeTile& codes) {
-  constexpr int half = i % kHalves<B>;
+void multiply(const ActTile& x, int h, const CodeTile& codes) {
   if constexpr (i == 0) { FLASHSERVE_TILE_PRODUCT(0, 4, 6) }
   if constexpr (i == 1) { FLASHSERVE_TILE_PRODUCT(1, 5, 7) }
   if constexpr (i == 2) { FLASHSERVE_TILE_PRODUCT(2, 4, 6) }
@@ -455,33 +639,30 @@ void multiply(const ActTile& x, const CodeTile& codes) {
 }
 #undef FLASHSERVE_TILE_PRODUCT
 
-// A batch: four products (four chunks, or Q6_K's two halves of two) from chunk b on, their sums
-// stored in product order. (Issuing the next batch's products before reading these back, so the
-// tile unit works while the fmas run, measured no faster.)
+// A batch: four chunks' products from chunk b on, their sums stored in chunk order. (Issuing the
+// next batch's products before reading these back, so the tile unit works while the fmas run,
+// measured no faster.)
 constexpr int kProducts = 4;
-template <class B>
-constexpr int kChunksPerBatch = kProducts / kHalves<B>;
 using BatchSums = int32_t[kProducts][kTokens][16];
 
 template <class B>
 void multiply_batch(const ActTile* x, const CodeTile* codes, int64_t b, int64_t nb, BatchSums& sums) {
-  const int products = int(std::min<int64_t>(kChunksPerBatch<B>, nb - b)) * kHalves<B>;
-  multiply<B, 0>(x[b], codes[b]);
-  if (products > 1) multiply<B, 1>(x[b + 1 / kHalves<B>], codes[b + 1 / kHalves<B>]);
-  if (products > 2) multiply<B, 2>(x[b + 2 / kHalves<B>], codes[b + 2 / kHalves<B>]);
-  if (products > 3) multiply<B, 3>(x[b + 3 / kHalves<B>], codes[b + 3 / kHalves<B>]);
+  const int64_t products = std::min<int64_t>(kProducts, nb - b);
+  multiply<B, 0>(x[b / 2], int(b % 2), codes[b]);
+  if (products > 1) multiply<B, 1>(x[(b + 1) / 2], int((b + 1) % 2), codes[b + 1]);
+  if (products > 2) multiply<B, 2>(x[(b + 2) / 2], int((b + 2) % 2), codes[b + 2]);
+  if (products > 3) multiply<B, 3>(x[(b + 3) / 2], int((b + 3) % 2), codes[b + 3]);
   _tile_stored(0, sums[0], 64);
   if (products > 1) _tile_stored(1, sums[1], 64);
   if (products > 2) _tile_stored(2, sums[2], 64);
   if (products > 3) _tile_stored(3, sums[3], 64);
 }
 
-// Sixteen tokens (their nb chunks in x) against all sixteen rows of group g (the first `rows`
-// stored), whose codes are unpacked in `codes`.
+// Sixteen tokens (their nb chunks in x, by pairs) against all sixteen rows of group g (the first `rows`
+// stored), whose codes are unpacked in `codes`: one fma per chunk, as chunk_group_tile.
 template <class B>
-void group_tile(const uint8_t* g, const CodeTile* codes, const ActTile* x, int64_t nb, float* y, int64_t n_out,
-                int rows) {
-  constexpr int kChunks = kChunksPerBatch<B>;
+void chunk_group_tile(const uint8_t* g, const CodeTile* codes, const ActTile* x, int64_t nb, float* y, int64_t n_out,
+                      int rows) {
   alignas(64) BatchSums sums;
   // Each chunk's offsets, for the second pass. (A type of this copy's own: a std::vector of a
   // plain vector type would be a weak symbol shared with the other copies.)
@@ -492,29 +673,101 @@ void group_tile(const uint8_t* g, const CodeTile* codes, const ActTile* x, int64
   if constexpr (kOffset<B> != Offset::None) offsets.resize(size_t(nb));
   __m512 acc[kTokens];
   for (int t = 0; t < kTokens; ++t) acc[t] = Zmm::zero();
-  for (int64_t b0 = 0; b0 < nb; b0 += kChunks) {
+  for (int64_t b0 = 0; b0 < nb; b0 += kProducts) {
     multiply_batch<B>(x, codes, b0, nb, sums);
-    for (int c = 0; c < kChunks && b0 + c < nb; ++c) {
+    for (int c = 0; c < kProducts && b0 + c < nb; ++c) {
       const Chunk<Zmm> k = chunk_at<B, Zmm>(g, b0 + c, 0);
       if constexpr (kOffset<B> != Offset::None) offsets[size_t(b0 + c)].v = k.off;
       for (int t = 0; t < kTokens; ++t) {
-        const __m512 xd = Zmm::each_float(x[b0 + c].d[t]);
-        acc[t] = Zmm::fma(Zmm::to_float(_mm512_load_si512(sums[c * kHalves<B>][t])), Zmm::mul(k.d, xd), acc[t]);
-        if constexpr (kHalves<B> == 2) {
-          acc[t] = Zmm::fma(Zmm::to_float(_mm512_load_si512(sums[c * 2 + 1][t])), Zmm::mul(k.d_hi, xd), acc[t]);
-        }
+        const __m512 xd = Zmm::each_float(x[(b0 + c) / 2].d[(b0 + c) % 2][t]);
+        acc[t] = Zmm::fma(Zmm::to_float(_mm512_load_si512(sums[c][t])), Zmm::mul(k.d, xd), acc[t]);
       }
     }
   }
-// The offsets in a second pass, in the same order as group_tile's (which keeps them apart too).
+  // The offsets in a second pass, in the same order as chunk_group_tile's (which keeps them apart
+  // too).
   __m512 off[kTokens];
   for (int t = 0; t < kTokens; ++t) off[t] = Zmm::zero();
   if constexpr (kOffset<B> != Offset::None) {
     for (int64_t b = 0; b < nb; ++b) {
-      for (int t = 0; t < kTokens; ++t) off[t] = Zmm::fma(offsets[size_t(b)].v, Zmm::each_float(x[b].s[t]), off[t]);
+      for (int t = 0; t < kTokens; ++t) off[t] = Zmm::fma(offsets[size_t(b)].v, Zmm::each_float(x[b / 2].s[b % 2][t]), off[t]);
     }
   }
   for (int t = 0; t < kTokens; ++t) Zmm::store(y + t * n_out, Zmm::add(acc[t], off[t]), rows);
+}
+
+// Sixteens of tokens (`tiles` of them, tile i's pairs of chunks at x + i * pairs) against group g's
+// super-scaled codes: per super-block, two products a pair of chunks into tiles 0 (low bytes) and
+// 1 (high bytes), then the fma of super_group_tile; Q4_K's and Q5_K's minimums times the chunks'
+// sums of q by pairs of int16 (vpdpwssd), exact as there. Super-blocks go outermost, so that a
+// super-block's 8 KB of codes stay in L1 while every tile of tokens passes them.
+template <class B>
+void super_group_tiles(const uint8_t* g, const ScaledCodeTile* codes, const ActTile* x, int64_t pairs, int64_t nb,
+                       int tiles, float* y, int64_t n_out, int rows) {
+  constexpr int kMaxTiles = int(kTokenBlock / kTokens);
+  alignas(64) int32_t low[kTokens][16], high[kTokens][16];
+  alignas(64) float acc[kMaxTiles][kTokens][16] = {}, off[kMaxTiles][kTokens][16] = {};
+  for (int64_t s = 0; s < nb; s += 8) {
+    const uint8_t* p = packed_block<B>(g, s);
+    const __m512 d = Zmm::halves(p), neg_dmin = Zmm::negate(Zmm::halves(p + q4k::kDminAt));
+    __m512i mins[4];
+    if constexpr (kAffineK<B>) {
+      for (int j = 0; j < 4; ++j) mins[j] = minimum_pair<Zmm>(p, j, 0);
+    }
+    for (int i = 0; i < tiles; ++i) {
+      const ActTile* xs = x + i * pairs + s / 2;
+      _tile_zero(0);
+      _tile_zero(1);
+      for (int64_t pair = 0; pair < 4; ++pair) {
+        _tile_loadd(4, xs[pair].q[0], 64);
+        _tile_loadd(6, codes[s / 2 + pair].low[0], 64);
+        _tile_loadd(7, codes[s / 2 + pair].high[0], 64);
+        _tile_dpbsud(0, 4, 6);
+        _tile_dpbssd(1, 4, 7);
+      }
+      _tile_stored(0, low, 64);
+      _tile_stored(1, high, 64);
+      for (int t = 0; t < kTokens; ++t) {
+        const __m512i sums = _mm512_add_epi32(_mm512_load_si512(low[t]), _mm512_slli_epi32(_mm512_load_si512(high[t]), 8));
+        const __m512 xd = Zmm::each_float(xs[0].d[0][t]);
+        _mm512_store_ps(acc[i][t], Zmm::fma(Zmm::to_float(sums), Zmm::mul(d, xd), _mm512_load_ps(acc[i][t])));
+        if constexpr (kAffineK<B>) {
+          __m512i m = _mm512_setzero_si512();
+          for (int j = 0; j < 4; ++j) m = _mm512_dpwssd_epi32(m, mins[j], _mm512_set1_epi32(xs[j].sum_pair[t]));
+          _mm512_store_ps(off[i][t], Zmm::fma(Zmm::to_float(m), Zmm::mul(neg_dmin, xd), _mm512_load_ps(off[i][t])));
+        }
+      }
+    }
+  }
+  for (int i = 0; i < tiles; ++i) {
+    for (int t = 0; t < kTokens; ++t) {
+      Zmm::store(y + (i * kTokens + t) * n_out, Zmm::add(_mm512_load_ps(acc[i][t]), _mm512_load_ps(off[i][t])), rows);
+    }
+  }
+}
+
+// Whole sixteens of tokens [0, tiled) (their tiles in x) against groups [begin, end), a group's
+// codes unpacked once for a block of them.
+template <class B>
+void matmul_tiles(const ActTile* x, int64_t tiled, int64_t nb, const uint8_t* w, size_t group_bytes, int64_t n_out,
+                  float* y, int64_t begin, int64_t end) {
+  const Tiles config(kSuper<B> ? 64 : 32);
+  for (int64_t t0 = 0; t0 < tiled; t0 += kTokenBlock) {
+    for (int64_t g = begin; g < end; ++g) {
+      const int rows = int(std::min<int64_t>(kRows, n_out - g * kRows));
+      const uint8_t* group = w + g * group_bytes;
+      if constexpr (kSuper<B>) {
+        const int tiles = int((std::min(t0 + kTokenBlock, tiled) - t0) / kTokens);
+        super_group_tiles<B>(group, unpack_scaled_group<B>(group, nb), x + t0 / kTokens * pairs_of(nb), pairs_of(nb), nb,
+                             tiles, y + t0 * n_out + g * kRows, n_out, rows);
+      } else {
+        const CodeTile* codes = unpack_group<B>(group, nb);
+        for (int64_t t = t0; t < std::min(t0 + kTokenBlock, tiled); t += kTokens) {
+          chunk_group_tile<B>(group, codes, x + t / kTokens * pairs_of(nb), nb, y + t * n_out + g * kRows, n_out, rows);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace amx
@@ -569,42 +822,48 @@ int code_at(const uint8_t* codes, const uint8_t* highs, int r, int e) {
   return code;
 }
 
-// Q6_K chunk b of row r against one activation block: each half's exact sum, then its own scale.
-float q6k_dot_scalar(const uint8_t* g, int64_t b, int r, const ActBlock& ab, float acc) {
-  const uint8_t* p = packed_block<BlockQ6_K>(g, b);
-  const int c = chunk_of<BlockQ6_K>(b);
-  const uint8_t* chunk = p + q6k::kChunksAt + q6k::kChunkBytes * c;
-  int32_t sum[2] = {0, 0};
-  for (int e = 0; e < q8::kBlock; ++e) sum[e / 16] += code_at<BlockQ6_K>(chunk, chunk + q6k::kChunkLow, r, e) * ab.q[e];
-  const float d = u16_half(p + 2 * r);
-  for (int half = 0; half < 2; ++half) {
-    const float scale = d * float(int8_t(p[q6k::kScalesAt + kRows * (2 * c + half) + r]));
-    acc = std::fma(float(sum[half]), scale * ab.d, acc);
+// Super-block s of row r against a token's activation blocks a (all nb of them), as
+// super_group_tile adds it.
+template <class B>
+void super_dot_scalar(const uint8_t* g, int64_t s, int r, const ActBlock* a, float& acc, float& off) {
+  const uint8_t* p = packed_block<B>(g, s);
+  int32_t sums = 0, mins = 0;
+  for (int c = 0; c < 8; ++c) {
+    const ActBlock& ab = a[s + c];
+    const uint8_t* codes;
+    const uint8_t* highs = nullptr;
+    int scale[2], minimum = 0;
+    if constexpr (kAffineK<B>) {
+      scale[0] = scale[1] = p[q4k::kScalesAt + kRows * c + r];
+      minimum = p[q4k::kMinsAt + kRows * c + r];
+      codes = p + q4k::kCodesAt + q4k::kChunkCodes * c;
+      if constexpr (std::is_same_v<B, BlockQ5_K>) highs = p + q4k::kHighsAt + q4k::kChunkHighs * c;
+    } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
+      for (int h = 0; h < 2; ++h) scale[h] = int8_t(p[q6k::kScalesAt + kRows * (2 * c + h) + r]);
+      codes = p + q6k::kChunksAt + q6k::kChunkBytes * c;
+      highs = codes + q6k::kChunkLow;
+    } else {
+      scale[0] = scale[1] = int8_t(p[iq4xs::kScalesAt + kRows * c + r]);
+      codes = p + iq4xs::kCodesAt + iq4xs::kChunkCodes * c;
+    }
+    int32_t half_sums[2] = {0, 0};
+    for (int e = 0; e < q8::kBlock; ++e) half_sums[e / 16] += code_at<B>(codes, highs, r, e) * ab.q[e];
+    sums += half_sums[0] * scale[0] + half_sums[1] * scale[1];
+    mins += minimum * (ab.sum_lo + ab.sum_hi);
   }
-  return acc;
+  const float xd = a[s].d;
+  acc = std::fma(float(sums), u16_half(p + 2 * r) * xd, acc);
+  if constexpr (kAffineK<B>) off = std::fma(float(mins), -u16_half(p + q4k::kDminAt + 2 * r) * xd, off);
 }
 
 // Chunk b of row r against one activation block, into the row's sums as matmul_q8's scalar code adds.
 template <class B>
 void chunk_dot_scalar(const uint8_t* g, int64_t b, int r, const ActBlock& ab, float& acc, float& off) {
   const uint8_t* p = packed_block<B>(g, b);
-  const int c = chunk_of<B>(b);
   float d = u16_half(p + 2 * r), min = 0.0f;
-  const uint8_t* codes;
-  const uint8_t* highs = nullptr;  // fifth bits
-  if constexpr (kAffineK<B>) {
-    d *= float(p[q4k::kScalesAt + kRows * c + r]);
-    min = -(u16_half(p + q4k::kDminAt + 2 * r) * float(p[q4k::kMinsAt + kRows * c + r]));
-    codes = p + q4k::kCodesAt + q4k::kChunkCodes * c;
-    if constexpr (std::is_same_v<B, BlockQ5_K>) highs = p + q4k::kHighsAt + q4k::kChunkHighs * c;
-  } else if constexpr (std::is_same_v<B, BlockIQ4_XS>) {
-    d *= float(int8_t(p[iq4xs::kScalesAt + kRows * c + r]));
-    codes = p + iq4xs::kCodesAt + iq4xs::kChunkCodes * c;
-  } else {
-    if constexpr (kOffset<B> == Offset::Min) min = u16_half(p + q8_packed::kMinAt<B> + 2 * r);
-    codes = p + q8_packed::kCodesAt<B>;
-    if constexpr (kFifthBit<B>) highs = p + q8_packed::kHighsAt<B>;
-  }
+  if constexpr (kOffset<B> == Offset::Min) min = u16_half(p + q8_packed::kMinAt<B> + 2 * r);
+  const uint8_t* codes = p + q8_packed::kCodesAt<B>;
+  const uint8_t* highs = kFifthBit<B> ? p + q8_packed::kHighsAt<B> : nullptr;
   int32_t sum = 0;
   for (int e = 0; e < q8::kBlock; ++e) sum += code_at<B>(codes, highs, r, e) * ab.q[e];
   acc = std::fma(float(sum), d * ab.d, acc);
@@ -617,14 +876,13 @@ void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t
                 int rows) {
   for (int64_t t = 0; t < num_tokens; ++t) {
     float acc[kRows] = {}, off[kRows] = {};
-    for (int64_t b = 0; b < nb; ++b) {
-      const ActBlock& ab = a[t * nb + b];
-      for (int r = 0; r < rows; ++r) {
-        if constexpr (std::is_same_v<B, BlockQ6_K>) {
-          acc[r] = q6k_dot_scalar(g, b, r, ab, acc[r]);
-        } else {
-          chunk_dot_scalar<B>(g, b, r, ab, acc[r], off[r]);
-        }
+    if constexpr (kSuper<B>) {
+      for (int64_t s = 0; s < nb; s += 8) {
+        for (int r = 0; r < rows; ++r) super_dot_scalar<B>(g, s, r, a + t * nb, acc[r], off[r]);
+      }
+    } else {
+      for (int64_t b = 0; b < nb; ++b) {
+        for (int r = 0; r < rows; ++r) chunk_dot_scalar<B>(g, b, r, a[t * nb + b], acc[r], off[r]);
       }
     }
     for (int r = 0; r < rows; ++r) y[t * n_out + r] = acc[r] + off[r];
@@ -649,19 +907,7 @@ void matmul_groups(const ActBlock* a, int64_t num_tokens, int64_t nb, const uint
 #endif
   parallel_for(groups, [&](int64_t begin, int64_t end) {
 #if defined(__AMX_INT8__)
-    if (tiled > 0) {
-      const amx::Tiles config(amx::kHalves<B>);
-      for (int64_t t0 = 0; t0 < tiled; t0 += amx::kTokenBlock) {
-        for (int64_t g = begin; g < end; ++g) {
-          const int rows = int(std::min<int64_t>(kRows, n_out - g * kRows));
-          const amx::CodeTile* codes = amx::unpack_group<B>(w + g * group_bytes, nb);
-          for (int64_t t = t0; t < std::min(t0 + amx::kTokenBlock, tiled); t += amx::kTokens) {
-            amx::group_tile<B>(w + g * group_bytes, codes, x + t / amx::kTokens * nb, nb, y + t * n_out + g * kRows,
-                               n_out, rows);
-          }
-        }
-      }
-    }
+    if (tiled > 0) amx::matmul_tiles<B>(x, tiled, nb, w, group_bytes, n_out, y, begin, end);
 #endif
     for (int64_t t0 = tiled; t0 < num_tokens; t0 += kTokenBlock) {
       const int64_t tokens = std::min(kTokenBlock, num_tokens - t0);
@@ -681,7 +927,7 @@ void matmul_q8_packed(const float* x, int64_t num_tokens, int64_t k, const void*
   if (k % block_elems(wtype) != 0) throw_invalid_argument("matmul_q8_packed: k=%lld is not whole blocks", (long long)k);
   if (num_tokens <= 0 || n_out <= 0) return;
   const int64_t nb = k / 32;
-  const ActBlock* a = q8::quantize_rows(x, num_tokens, k);
+  const ActBlock* a = q8::quantize_rows(x, num_tokens, k, q8::super_scaled(wtype) ? kSuperBlock : q8::kBlock);
   const auto* w = static_cast<const uint8_t*>(packed);
   switch (wtype) {
     case DType::Q4_0: return matmul_groups<BlockQ4_0>(a, num_tokens, nb, w, n_out, y);
