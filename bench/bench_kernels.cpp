@@ -123,7 +123,7 @@ void PackedShapes(benchmark::internal::Benchmark* b) {
 void PackedSuperBlockShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n_out", "k", "tokens", "kernels"});
   for (int64_t isa : {1, 4, 5})
-    for (int64_t nt : {1, 64, 512})
+    for (int64_t nt : {1, 16, 32, 64, 512})
       for (auto [n_out, k] : {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}, {2048, 5632}})
         b->Args({n_out, k, nt, isa});
   b->Unit(benchmark::kMicrosecond)->UseRealTime();

@@ -567,34 +567,47 @@ const CodeTile* unpack_group(const uint8_t* g, int64_t nb) {
   return tiles.data();
 }
 
-// A code vector (sixteen rows' four codes) times each row's scale (sixteen int16), as the low and
-// high bytes of the int16 products into tile row v.
+// The unsigned form unpack_scaled_group multiplies: Q4_K's and Q5_K's codes as they are, Q6_K's
+// raw six bits (its values plus 32), IQ4_XS's values plus 128.
 template <class B>
-[[gnu::always_inline]] inline void scale_codes(__m512i codes, __m256i scales, ScaledCodeTile& out, int v) {
-  const __m512i first = _mm512_set_epi16(7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 5, 5, 4, 4, 4, 4, 3, 3, 3, 3, 2, 2, 2, 2, 1, 1,
-                                         1, 1, 0, 0, 0, 0);
-  const __m512i second = _mm512_add_epi16(first, _mm512_set1_epi16(8));
-  const __m512i wide_scales = _mm512_castsi256_si512(scales);
-  __m256i low[2], high[2];
-  for (int i = 0; i < 2; ++i) {
-    const __m256i half = i == 0 ? _mm512_castsi512_si256(codes) : _mm512_extracti64x4_epi64(codes, 1);
-    const __m512i c16 = kSignedTile<B> ? _mm512_cvtepi8_epi16(half) : _mm512_cvtepu8_epi16(half);
-    const __m512i product = _mm512_mullo_epi16(c16, _mm512_permutexvar_epi16(i == 0 ? first : second, wide_scales));
-    low[i] = _mm512_cvtepi16_epi8(product);
-    high[i] = _mm512_cvtepi16_epi8(_mm512_srai_epi16(product, 8));
-  }
-  _mm512_store_si512(out.low[v], _mm512_inserti64x4(_mm512_castsi256_si512(low[0]), low[1], 1));
-  _mm512_store_si512(out.high[v], _mm512_inserti64x4(_mm512_castsi256_si512(high[0]), high[1], 1));
-}
+constexpr int kUnsignedBias = std::is_same_v<B, BlockIQ4_XS> ? 128 : kCodeBias<B>;
 
-// A super-scaled chunk's sixteen rows' scales as int16 (Q6_K: of half h).
+// A chunk's (or Q6_K half's) sixteen row scales as unpack_scaled_group takes them: each in the
+// four bytes of its row's lane, and bias times it in the row's two 16-bit lanes.
+struct RowScales {
+  __m512i bytes, bias;
+};
 template <class B>
-__m256i row_scales(const uint8_t* p, int c, int h) {
+RowScales row_scales(const uint8_t* p, int c, int h) {
   const uint8_t* at = kAffineK<B>                       ? p + q4k::kScalesAt + kRows * c
                       : std::is_same_v<B, BlockQ6_K> ? p + q6k::kScalesAt + kRows * (2 * c + h)
                                                       : p + iq4xs::kScalesAt + kRows * c;
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
-  return kAffineK<B> ? _mm256_cvtepu8_epi16(bytes) : _mm256_cvtepi8_epi16(bytes);
+  const __m128i scales = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+  // Byte i of 128-bit lane l is row 4 l + i / 4's.
+  const __m512i row_of_byte = _mm512_set_epi32(0x0f0f0f0f, 0x0e0e0e0e, 0x0d0d0d0d, 0x0c0c0c0c, 0x0b0b0b0b, 0x0a0a0a0a,
+                                               0x09090909, 0x08080808, 0x07070707, 0x06060606, 0x05050505, 0x04040404,
+                                               0x03030303, 0x02020202, 0x01010101, 0x00000000);
+  const __m512i row_of_word = _mm512_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8, 7, 7, 6, 6,
+                                               5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  const __m512i words = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(scales));
+  return {_mm512_shuffle_epi8(_mm512_broadcast_i32x4(scales), row_of_byte),
+          _mm512_mullo_epi16(_mm512_permutexvar_epi16(row_of_word, words), _mm512_set1_epi16(kUnsignedBias<B>))};
+}
+
+// A code vector (sixteen rows' four codes, in kUnsignedBias's unsigned form) times each row's
+// scale, as the low and high bytes of the int16 products into tile row v. Each byte multiplies
+// alone (its pair's other byte masked to 0), so the 16-bit products stay in their bytes' places.
+template <class B>
+[[gnu::always_inline]] inline void scale_codes(__m512i codes, const RowScales& scales, ScaledCodeTile& out, int v) {
+  const __m512i low_byte = _mm512_set1_epi16(0x00ff);
+  __m512i even = _mm512_maddubs_epi16(_mm512_and_si512(codes, low_byte), scales.bytes);
+  __m512i odd = _mm512_maddubs_epi16(_mm512_andnot_si512(low_byte, codes), scales.bytes);
+  if constexpr (kUnsignedBias<B> != 0) {
+    even = _mm512_sub_epi16(even, scales.bias);
+    odd = _mm512_sub_epi16(odd, scales.bias);
+  }
+  _mm512_store_si512(out.low[v], _mm512_or_si512(_mm512_and_si512(even, low_byte), _mm512_slli_epi16(odd, 8)));
+  _mm512_store_si512(out.high[v], _mm512_or_si512(_mm512_srli_epi16(even, 8), _mm512_andnot_si512(low_byte, odd)));
 }
 
 // The group's codes times their scales, pair of chunks after pair (in a buffer of the calling
@@ -607,13 +620,9 @@ const ScaledCodeTile* unpack_scaled_group(const uint8_t* g, int64_t nb) {
     const Chunk<Zmm> k = chunk_at<B, Zmm>(g, b, 0);
     const uint8_t* p = packed_block<B>(g, b);
     const int c = chunk_of<B>(b);
-    const __m256i lo_scales = row_scales<B>(p, c, 0), hi_scales = row_scales<B>(p, c, 1);
+    const RowScales lo_scales = row_scales<B>(p, c, 0), hi_scales = row_scales<B>(p, c, 1);
     each_quad([&](auto v) {
-      Quads<Zmm> q = quads<B, Zmm, v, false>(k);
-      if constexpr (kCodeBias<B> != 0) {
-        const auto bias = Zmm::each_byte(char(kCodeBias<B>));
-        q = {Zmm::sub8(q.lo, bias), Zmm::sub8(q.hi, bias)};
-      }
+      const Quads<Zmm> q = quads<B, Zmm, v, std::is_same_v<B, BlockIQ4_XS>>(k);
       scale_codes<B>(q.lo, lo_scales, tiles[size_t(b / 2)], 8 * int(b % 2) + v);
       scale_codes<B>(q.hi, hi_scales, tiles[size_t(b / 2)], 8 * int(b % 2) + v + 4);
     });
@@ -706,7 +715,9 @@ void super_group_tiles(const uint8_t* g, const ScaledCodeTile* codes, const ActT
                        int tiles, float* y, int64_t n_out, int rows) {
   constexpr int kMaxTiles = int(kTokenBlock / kTokens);
   alignas(64) int32_t low[kTokens][16], high[kTokens][16];
-  alignas(64) float acc[kMaxTiles][kTokens][16] = {}, off[kMaxTiles][kTokens][16] = {};
+  alignas(64) float acc[kMaxTiles][kTokens][16], off[kMaxTiles][kTokens][16];
+  std::fill_n(&acc[0][0][0], tiles * kTokens * 16, 0.0f);
+  std::fill_n(&off[0][0][0], tiles * kTokens * 16, 0.0f);
   for (int64_t s = 0; s < nb; s += 8) {
     const uint8_t* p = packed_block<B>(g, s);
     const __m512 d = Zmm::halves(p), neg_dmin = Zmm::negate(Zmm::halves(p + q4k::kDminAt));
