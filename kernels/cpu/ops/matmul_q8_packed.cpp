@@ -22,10 +22,10 @@ namespace {
 using q8::ActBlock;
 using q8_packed::kRows;
 
-// What a chunk adds besides codes times scale (matmul_q8's offsets): Q4_1 and Q5_1 their minimum
-// times the activations' sum (Q4_K and Q5_K minus dmin times the chunk's minimum), Q4_0 -8 d times
-// it (its codes 0..15 stand for -8..7); Q8_0, IQ4, Q5_0 and Q6_K (whose codes' bias comes off
-// exactly) nothing.
+// What a 32-element chunk adds besides codes times scale (matmul_q8's offsets): Q4_1 and Q5_1 their
+// minimum times the activations' sum, Q4_0 -8 d times it (its codes 0..15 stand for -8..7); Q8_0,
+// IQ4_NL and Q5_0 (whose codes' bias comes off exactly) nothing. (The super-scaled formats' minimums
+// go by super-block: super_group_tile.)
 enum class Offset { None, Min, MinusEightD };
 template <class B>
 constexpr bool kAffineK = std::is_same_v<B, BlockQ4_K> || std::is_same_v<B, BlockQ5_K>;
@@ -41,7 +41,7 @@ constexpr bool kFifthBit = std::is_same_v<B, BlockQ5_0> || std::is_same_v<B, Blo
 template <class B>
 constexpr int kCodeBias = std::is_same_v<B, BlockQ6_K> ? 32 : std::is_same_v<B, BlockQ5_0> ? 16 : 0;
 template <class B>
-constexpr Offset kOffset = std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ5_1> || kAffineK<B> ? Offset::Min
+constexpr Offset kOffset = std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ5_1> ? Offset::Min
                            : std::is_same_v<B, BlockQ4_0>                                          ? Offset::MinusEightD
                                                                                                    : Offset::None;
 // The super-scaled formats (q8::super_scaled): a super-block's integer sums, then one fma.
@@ -82,8 +82,6 @@ struct Ymm {
     const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
     return kSigned ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
   }
-  template <bool kSigned>
-  static F bytes(const uint8_t* p) { return _mm256_cvtepi32_ps(ints<kSigned>(p)); }
   static I each_byte(char c) { return _mm256_set1_epi8(c); }
   static I each_dword(int32_t v) { return _mm256_set1_epi32(v); }
   static F each_float(float v) { return _mm256_set1_ps(v); }
@@ -129,8 +127,6 @@ struct Zmm {
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return kSigned ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
   }
-  template <bool kSigned>
-  static F bytes(const uint8_t* p) { return _mm512_cvtepi32_ps(ints<kSigned>(p)); }
   static I each_byte(char c) { return _mm512_set1_epi8(c); }
   static I each_dword(int32_t v) { return _mm512_set1_epi32(v); }
   static F each_float(float v) { return _mm512_set1_ps(v); }
@@ -173,11 +169,12 @@ struct Quads {
   typename V::I lo, hi;
 };
 
-// A chunk of the rows one vector holds: their scales (Q6_K: of elements 0-15; d_hi of 16-31),
-// offsets (Q4_1, Q4_K, Q5_K: minimums; Q4_0: -8 d) and where their codes are.
+// A chunk of the rows one vector holds: where their codes are and, for the 32-element formats,
+// their scales and offsets (Q4_1, Q5_1: minimums; Q4_0: -8 d). The super-scaled formats' integer
+// scales are int_scales'.
 template <class V>
 struct Chunk {
-  typename V::F d, d_hi, off;
+  typename V::F d, off;
   const uint8_t* codes;  // nibble vectors, or Q8_0's code vectors
   const uint8_t* highs;  // fifth bits (Q5_0, Q5_1, Q5_K), Q6_K's high two bits
 };
@@ -190,25 +187,18 @@ template <class B, class V>
   const uint8_t* p = packed_block<B>(g, b);
   const int c = chunk_of<B>(b);
   Chunk<V> k;
-  k.d = V::halves(p + 2 * row0);
-  k.d_hi = k.off = V::zero();
+  k.d = k.off = V::zero();
   k.highs = nullptr;
   if constexpr (kAffineK<B>) {
-    // d * sc and -(dmin * m), as matmul_q8 computes them (codec::k_affine).
-    k.d = V::mul(k.d, V::template bytes<false>(p + q4k::kScalesAt + kRows * c + row0));
-    const auto min = V::mul(V::halves(p + q4k::kDminAt + 2 * row0), V::template bytes<false>(p + q4k::kMinsAt + kRows * c + row0));
-    k.off = V::negate(min);
     k.codes = p + q4k::kCodesAt + q4k::kChunkCodes * c;
     if constexpr (std::is_same_v<B, BlockQ5_K>) k.highs = p + q4k::kHighsAt + q4k::kChunkHighs * c + 4 * row0;
   } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
-    k.d_hi = V::mul(k.d, V::template bytes<true>(p + q6k::kScalesAt + kRows * (2 * c + 1) + row0));
-    k.d = V::mul(k.d, V::template bytes<true>(p + q6k::kScalesAt + kRows * 2 * c + row0));
     k.codes = p + q6k::kChunksAt + q6k::kChunkBytes * c;
     k.highs = k.codes + q6k::kChunkLow + 4 * row0;
   } else if constexpr (std::is_same_v<B, BlockIQ4_XS>) {
-    k.d = V::mul(k.d, V::template bytes<true>(p + iq4xs::kScalesAt + kRows * c + row0));
     k.codes = p + iq4xs::kCodesAt + iq4xs::kChunkCodes * c;
   } else {
+    k.d = V::halves(p + 2 * row0);
     if constexpr (kOffset<B> == Offset::Min) k.off = V::halves(p + q8_packed::kMinAt<B> + 2 * row0);
     if constexpr (kOffset<B> == Offset::MinusEightD) k.off = V::mul(k.d, V::each_float(-8.0f));
     k.codes = p + q8_packed::kCodesAt<B>;
