@@ -7,10 +7,10 @@
 #   ISA=avx2 bench/compare_llamacpp.sh         # both engines held to AVX2 (an AVX2-only machine's case)
 #
 # Builds the anchor first (bench/llamacpp/build.sh: the llama-cpp-python sdist, cached in .cache/),
-# and flashserve's build/ must exist (scripts/test.sh or cmake --build build). The machine's read
-# bandwidth is measured once (bench_kernels' BM_ReadBandwidth). Then for each file, each round runs,
-# in this order: bench_forward (prefill 512; decode at 128 and 1024 cached, f32 and q8 activations)
-# and llama-bench (pp512, tg128 at depth 0 and 1024), and ik_llama.cpp's llama-bench with run-time
+# and flashserve's build/ must exist (scripts/test.sh or cmake --build build). Then for each file,
+# each round runs, in this order: bench_forward (prefill 512; decode at 128 and 1024 cached, f32 and
+# q8 activations), the machine's read bandwidth (bench_kernels' BM_ReadBandwidth, right after the
+# decode it bounds: on a shared machine it moves by a third within an hour) and llama-bench (pp512, tg128 at depth 0 and 1024), and ik_llama.cpp's llama-bench with run-time
 # repacking (-rtr 1; -gp 1024,128 is its tg128 at depth 1024) when bench/ik_llamacpp/build.sh has built
 # it (IK=0 skips it); then llama-server -np 16 and flashserve serve
 # under the same flashserve-bench loads: closed loop c8 and c16 (128 in / 128 out), and open loop Poisson
@@ -19,7 +19,8 @@
 # SERVING_ONLY=1 the kernels. Raw outputs go to a folder under bench/results/ named for the date and
 # commit (one subfolder per file), with the CPU model and flags; each file's ratios are printed,
 # then one line per file: medians over the rounds, and decode as a fraction of the bandwidth bound
-# (the bytes one decode step reads: every weight but the embedding table, unless it is the head).
+# (the bytes one decode step reads: every weight but the embedding table, unless it is the head;
+# each round's decode against the bandwidth measured in that round, then the median).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -49,9 +50,6 @@ mkdir -p "$out"
   echo "date: $(date -u +%FT%TZ); commit $(git rev-parse HEAD)"
   echo "isa: $isa (llama.cpp from $bin; flashserve --cpu-kernels $kernels)"
 } > "$out/machine.txt"
-build/bench/bench_kernels --benchmark_filter=BM_ReadBandwidth --benchmark_min_time=1 --benchmark_format=json \
-  > "$out/read_bandwidth.json" 2> /dev/null
-
 port=18700
 wait_http() {  # url
   for _ in $(seq 1 300); do curl -sf "$1" > /dev/null 2>&1 && return 0; sleep 0.2; done
@@ -83,6 +81,8 @@ compare_one() {  # the rounds on $model, into $dir
         build/bench/bench_forward --benchmark_min_time=2 --benchmark_out="$dir/bench_forward.$r.json" \
         --benchmark_out_format=json --benchmark_filter='BM_Prefill/tokens:512|BM_Decode/batch:1/context:(128|1024)' \
         > "$dir/bench_forward.$r.txt" 2>&1
+      build/bench/bench_kernels --benchmark_filter=BM_ReadBandwidth --benchmark_min_time=1 --benchmark_format=json \
+        > "$dir/read_bandwidth.$r.json" 2> /dev/null
       "$bin/llama-bench" -m "$model" -t "$threads" -p 512 -n 128 -d 0,1024 -r 3 -o json > "$dir/llama-bench.$r.json" 2> /dev/null
       if [ "$isa" = native ] && [ "${IK:-1}" = 1 ] && [ -x "$ik_bin/llama-bench" ]; then
         "$ik_bin/llama-bench" -m "$model" -t "$threads" -p 512 -n 128 -gp 1024,128 -r 3 -rtr 1 -o json \

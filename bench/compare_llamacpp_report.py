@@ -77,6 +77,13 @@ def print_rounds(d, rounds):
                   f"{f['ttft']['p99_ms']:.0f} / {l['ttft']['p99_ms']:.0f} ms")
 
 
+def bandwidth(d, r):
+    """The read bandwidth measured in round r right after our decode (older results: once per run)."""
+    for path in (f"{d}/read_bandwidth.{r}.json", f"{os.path.dirname(d)}/read_bandwidth.json"):
+        if os.path.exists(path):
+            return json.load(open(path))["benchmarks"][0]["bytes_per_second"]
+
+
 def step_bytes(path):
     """What one decode step reads: every tensor but the embedding table, unless it is the head."""
     from gguf import GGUFReader
@@ -85,9 +92,8 @@ def step_bytes(path):
 
 
 def print_summary(out, rounds, models):
-    bandwidth = json.load(open(f"{out}/read_bandwidth.json"))["benchmarks"][0]["bytes_per_second"]
-    print(f"read bandwidth {bandwidth / 1e9:.1f} GB/s; medians over {rounds} round(s); ours / llama.cpp, q8 activations "
-          f"(in brackets: ours / ik_llama.cpp -rtr 1, where it ran)")
+    print(f"medians over {rounds} round(s); ours / llama.cpp, q8 activations (in brackets: ours / ik_llama.cpp -rtr 1, "
+          f"where it ran); decode/bound: each round's decode x step bytes / that round's read bandwidth (GB/s)")
     print(f"{'file':44s} {'prefill 512':>19s} {'decode @128':>19s} {'decode @1024':>19s} {'decode/bound':>13s} "
           f"{'c8 output':>10s} {'P99 ITL/TPOT':>13s} {'c16 output':>11s} {'P99 ITL/TPOT':>13s}")
     q8_rows = [row for row in ROWS if row[1].endswith("q8:1")]
@@ -101,8 +107,14 @@ def print_summary(out, rounds, models):
             cell = f"{a / b:.2f}x" if a and b else "-"
             cell += f" ({a / c:.2f}x)" if a and c else ""
             cells.append(f"{cell:>19s}")
-        decode = median([ours(d, r, q8_rows[1][1]) for r in range(1, rounds + 1)])
-        cells.append(f"{decode * step_bytes(m) / bandwidth:13.0%}" if decode else f"{'-':>13s}")
+        rates = [(ours(d, r, q8_rows[1][1]), bandwidth(d, r)) for r in range(1, rounds + 1)]
+        rates = [(tok, bw) for tok, bw in rates if tok and bw]
+        if rates:
+            bound = median([tok * step_bytes(m) / bw for tok, bw in rates])
+            cell = f"{bound:.0%} ({median([bw for _, bw in rates]) / 1e9:.1f})"
+            cells.append(f"{cell:>13s}")
+        else:
+            cells.append(f"{'-':>13s}")
         for kind, width in (("c8", 10), ("c16", 11)):
             pairs = [(serving(d, r, "flashserve", kind), serving(d, r, "llama-server", kind)) for r in range(1, rounds + 1)]
             pairs = [(a, b) for a, b in pairs if a and b]

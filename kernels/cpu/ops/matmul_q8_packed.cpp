@@ -440,8 +440,8 @@ void group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y, int64
 // of each row, which is what a quad's code vector already is) into 16 x 16 exact int32 sums. Those
 // are the vector path's integer sums, so the fmas that follow, the same as there, give the same
 // bits. Tiles neither forward to vector loads nor from vector stores: a group's codes are unpacked
-// for all chunks before the first tile reads them, and the activations are copied once into tiles
-// of their own (act_tiles).
+// (all its chunks, or for the super-scaled formats a super-block) before the first tile reads them,
+// and the activations are copied once into tiles of their own (act_tiles).
 //
 // The super-scaled formats unpack each code times its chunk's (or half's) integer scale, an int16,
 // as two byte planes (low byte unsigned, high byte signed); two products a pair of chunks (64
@@ -557,12 +557,12 @@ const CodeTile* unpack_group(const uint8_t* g, int64_t nb) {
   return tiles.data();
 }
 
-// The unsigned form unpack_scaled_group multiplies: Q4_K's and Q5_K's codes as they are, Q6_K's
+// The unsigned form unpack_super_block multiplies: Q4_K's and Q5_K's codes as they are, Q6_K's
 // raw six bits (its values plus 32), IQ4_XS's values plus 128.
 template <class B>
 constexpr int kUnsignedBias = std::is_same_v<B, BlockIQ4_XS> ? 128 : kCodeBias<B>;
 
-// A chunk's (or Q6_K half's) sixteen row scales as unpack_scaled_group takes them: each in the
+// A chunk's (or Q6_K half's) sixteen row scales as unpack_super_block takes them: each in the
 // four bytes of its row's lane, and bias times it in the row's two 16-bit lanes.
 struct RowScales {
   __m512i bytes, bias;
@@ -600,24 +600,25 @@ template <class B>
   _mm512_store_si512(out.high[v], _mm512_or_si512(_mm512_srli_epi16(even, 8), _mm512_andnot_si512(low_byte, odd)));
 }
 
-// The group's codes times their scales, pair of chunks after pair (in a buffer of the calling
-// thread; nb is whole super-blocks).
+// Super-block s's codes (chunks s .. s + 7) times their scales, by pairs of chunks. The next
+// group's same super-block is asked for meanwhile: at sixteen tokens a group's pass is as long as
+// its read from memory, which otherwise waits for the pass before it.
 template <class B>
-const ScaledCodeTile* unpack_scaled_group(const uint8_t* g, int64_t nb) {
-  thread_local std::vector<ScaledCodeTile> tiles;
-  tiles.resize(size_t(nb / 2));
-  for (int64_t b = 0; b < nb; ++b) {
-    const Chunk<Zmm> k = chunk_at<B, Zmm>(g, b, 0);
-    const uint8_t* p = packed_block<B>(g, b);
-    const int c = chunk_of<B>(b);
+void unpack_super_block(const uint8_t* g, int64_t s, const uint8_t* next_group, ScaledCodeTile (&out)[4]) {
+  if (next_group != nullptr) {
+    const auto* ahead = reinterpret_cast<const char*>(packed_block<B>(next_group, s));
+    for (size_t line = 0; line < q8_packed::kPackedBlockBytes<B>; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
+  }
+  const uint8_t* p = packed_block<B>(g, s);
+  for (int c = 0; c < 8; ++c) {
+    const Chunk<Zmm> k = chunk_at<B, Zmm>(g, s + c, 0);
     const RowScales lo_scales = row_scales<B>(p, c, 0), hi_scales = row_scales<B>(p, c, 1);
     each_quad([&](auto v) {
       const Quads<Zmm> q = quads<B, Zmm, v, std::is_same_v<B, BlockIQ4_XS>>(k);
-      scale_codes<B>(q.lo, lo_scales, tiles[size_t(b / 2)], 8 * int(b % 2) + v);
-      scale_codes<B>(q.hi, hi_scales, tiles[size_t(b / 2)], 8 * int(b % 2) + v + 4);
+      scale_codes<B>(q.lo, lo_scales, out[c / 2], 8 * (c % 2) + v);
+      scale_codes<B>(q.hi, hi_scales, out[c / 2], 8 * (c % 2) + v + 4);
     });
   }
-  return tiles.data();
 }
 
 // Product i (0-3) of a batch: chunk b + i (half h of its pair's tile x), into tile i from
@@ -696,19 +697,21 @@ void chunk_group_tile(const uint8_t* g, const CodeTile* codes, const ActTile* x,
 }
 
 // Sixteens of tokens (`tiles` of them, tile i's pairs of chunks at x + i * pairs) against group g's
-// super-scaled codes: per super-block, two products a pair of chunks into tiles 0 (low bytes) and
-// 1 (high bytes), then the fma of super_group_tile; Q4_K's and Q5_K's minimums times the chunks'
-// sums of q by pairs of int16 (vpdpwssd), exact as there. Super-blocks go outermost, so that a
-// super-block's 8 KB of codes stay in L1 while every tile of tokens passes them.
+// super-scaled codes: per super-block, its codes unpacked times their scales (8 KB, which stay in
+// L1 while every tile of tokens passes them), two products a pair of chunks into tiles 0 (low
+// bytes) and 1 (high bytes), then the fma of super_group_tile; Q4_K's and Q5_K's minimums times the
+// chunks' sums of q by pairs of int16 (vpdpwssd), exact as there.
 template <class B>
-void super_group_tiles(const uint8_t* g, const ScaledCodeTile* codes, const ActTile* x, int64_t pairs, int64_t nb,
+void super_group_tiles(const uint8_t* g, const uint8_t* next_group, const ActTile* x, int64_t pairs, int64_t nb,
                        int tiles, float* y, int64_t n_out, int rows) {
   constexpr int kMaxTiles = int(kTokenBlock / kTokens);
   alignas(64) int32_t low[kTokens][16], high[kTokens][16];
   alignas(64) float acc[kMaxTiles][kTokens][16], off[kMaxTiles][kTokens][16];
+  alignas(64) ScaledCodeTile codes[4];
   std::fill_n(&acc[0][0][0], tiles * kTokens * 16, 0.0f);
   std::fill_n(&off[0][0][0], tiles * kTokens * 16, 0.0f);
   for (int64_t s = 0; s < nb; s += 8) {
+    unpack_super_block<B>(g, s, next_group, codes);
     const uint8_t* p = packed_block<B>(g, s);
     const __m512 d = Zmm::halves(p), neg_dmin = Zmm::negate(Zmm::halves(p + q4k::kDminAt));
     __m512i mins[4];
@@ -721,8 +724,8 @@ void super_group_tiles(const uint8_t* g, const ScaledCodeTile* codes, const ActT
       _tile_zero(1);
       for (int64_t pair = 0; pair < 4; ++pair) {
         _tile_loadd(4, xs[pair].q[0], 64);
-        _tile_loadd(6, codes[s / 2 + pair].low[0], 64);
-        _tile_loadd(7, codes[s / 2 + pair].high[0], 64);
+        _tile_loadd(6, codes[pair].low[0], 64);
+        _tile_loadd(7, codes[pair].high[0], 64);
         _tile_dpbsud(0, 4, 6);
         _tile_dpbssd(1, 4, 7);
       }
@@ -748,7 +751,7 @@ void super_group_tiles(const uint8_t* g, const ScaledCodeTile* codes, const ActT
 }
 
 // Whole sixteens of tokens [0, tiled) (their tiles in x) against groups [begin, end), a group's
-// codes unpacked once for a block of them.
+// codes unpacked once for a block of them (kTokenBlock).
 template <class B>
 void matmul_tiles(const ActTile* x, int64_t tiled, int64_t nb, const uint8_t* w, size_t group_bytes, int64_t n_out,
                   float* y, int64_t begin, int64_t end) {
@@ -759,8 +762,8 @@ void matmul_tiles(const ActTile* x, int64_t tiled, int64_t nb, const uint8_t* w,
       const uint8_t* group = w + g * group_bytes;
       if constexpr (kSuper<B>) {
         const int tiles = int((std::min(t0 + kTokenBlock, tiled) - t0) / kTokens);
-        super_group_tiles<B>(group, unpack_scaled_group<B>(group, nb), x + t0 / kTokens * pairs_of(nb), pairs_of(nb), nb,
-                             tiles, y + t0 * n_out + g * kRows, n_out, rows);
+        super_group_tiles<B>(group, g + 1 < end ? group + group_bytes : nullptr, x + t0 / kTokens * pairs_of(nb),
+                             pairs_of(nb), nb, tiles, y + t0 * n_out + g * kRows, n_out, rows);
       } else {
         const CodeTile* codes = unpack_group<B>(group, nb);
         for (int64_t t = t0; t < std::min(t0 + kTokenBlock, tiled); t += kTokens) {
