@@ -119,11 +119,11 @@ void PackedShapes(benchmark::internal::Benchmark* b) {
 }
 
 // The K-quants at TinyLlama-1.1B's shapes, as BM_Matmul's Q4_K_q8 and Q6_K_q8 (the same arithmetic
-// unpacked); 512 tokens is a prefill's.
+// unpacked); 512 tokens is a prefill's, 8-24 around where AMX tiles take over from vectors.
 void PackedSuperBlockShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n_out", "k", "tokens", "kernels"});
   for (int64_t isa : {1, 4, 5})
-    for (int64_t nt : {1, 16, 32, 64, 512})
+    for (int64_t nt : {1, 8, 12, 16, 24, 32, 64, 512})
       for (auto [n_out, k] : {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}, {2048, 5632}})
         b->Args({n_out, k, nt, isa});
   b->Unit(benchmark::kMicrosecond)->UseRealTime();

@@ -516,19 +516,28 @@ struct alignas(64) ActTile {
 };
 inline int64_t pairs_of(int64_t nb) { return (nb + 1) / 2; }
 
-// The activations of each whole sixteen tokens of a, [tile][pair of chunks], in a buffer of the
-// calling thread (an odd count's last chunk paired with zeros).
+inline int64_t tiles_of(int64_t num_tokens) { return (num_tokens + kTokens - 1) / kTokens; }
+
+// The activations of a's tokens by sixteens, [tile][pair of chunks], in a buffer of the calling
+// thread (an odd count's last chunk paired with zeros, and the last tile's missing tokens zeros).
 inline const ActTile* act_tiles(const ActBlock* a, int64_t num_tokens, int64_t nb) {
   thread_local std::vector<ActTile> tiles;
   const int64_t pairs = pairs_of(nb);
-  tiles.resize(size_t(num_tokens / kTokens * pairs));
+  tiles.resize(size_t(tiles_of(num_tokens) * pairs));
   ActTile* out = tiles.data();  // (the workers' own thread_local would be another buffer)
   parallel_for(int64_t(tiles.size()), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       ActTile& tile = out[i];
       const int64_t b = 2 * (i % pairs);
-      const ActBlock* first = a + i / pairs * kTokens * nb + b;
+      const int64_t first_token = i / pairs * kTokens;
+      const ActBlock* first = a + first_token * nb + b;
       for (int t = 0; t < kTokens; ++t) {
+        if (first_token + t >= num_tokens) {
+          std::memset(tile.q[t], 0, 64);
+          tile.d[0][t] = tile.d[1][t] = tile.s[0][t] = tile.s[1][t] = 0.0f;
+          tile.sum_pair[t] = 0;
+          continue;
+        }
         const ActBlock* ab = first + t * nb;
         const bool both = b + 1 < nb;
         std::memcpy(tile.q[t], ab[0].q, 32);
@@ -666,11 +675,12 @@ void multiply_batch(const ActTile* x, const CodeTile* codes, int64_t b, int64_t 
   if (products > 3) _tile_stored(3, sums[3], 64);
 }
 
-// Sixteen tokens (their nb chunks in x, by pairs) against all sixteen rows of group g (the first `rows`
-// stored), whose codes are unpacked in `codes`: one fma per chunk, as chunk_group_tile.
+// A tile of tokens (their nb chunks in x, by pairs; the first `tokens` stored) against all sixteen
+// rows of group g (the first `rows` stored), whose codes are unpacked in `codes`: one fma per
+// chunk, as chunk_group_tile.
 template <class B>
 void chunk_group_tile(const uint8_t* g, const CodeTile* codes, const ActTile* x, int64_t nb, float* y, int64_t n_out,
-                      int rows) {
+                      int tokens, int rows) {
   alignas(64) BatchSums sums;
   // Each chunk's offsets, for the second pass. (A type of this copy's own: a std::vector of a
   // plain vector type would be a weak symbol shared with the other copies.)
@@ -701,7 +711,7 @@ void chunk_group_tile(const uint8_t* g, const CodeTile* codes, const ActTile* x,
       for (int t = 0; t < kTokens; ++t) off[t] = Zmm::fma(offsets[size_t(b)].v, Zmm::each_float(x[b / 2].s[b % 2][t]), off[t]);
     }
   }
-  for (int t = 0; t < kTokens; ++t) Zmm::store(y + t * n_out, Zmm::add(acc[t], off[t]), rows);
+  for (int t = 0; t < tokens; ++t) Zmm::store(y + t * n_out, Zmm::add(acc[t], off[t]), rows);
 }
 
 // Sixteens of tokens (`tiles` of them, tile i's pairs of chunks at x + i * pairs) against group g's
@@ -711,7 +721,8 @@ void chunk_group_tile(const uint8_t* g, const CodeTile* codes, const ActTile* x,
 // chunks' sums of q by pairs of int16 (vpdpwssd), exact as there.
 template <class B>
 void super_group_tiles(const uint8_t* g, const uint8_t* next_group, const ActTile* x, int64_t pairs, int64_t nb,
-                       int tiles, float* y, int64_t n_out, int rows) {
+                       int tokens, float* y, int64_t n_out, int rows) {
+  const int tiles = int(tiles_of(tokens));
   constexpr int kMaxTiles = int(kTokenBlock / kTokens);
   alignas(64) int32_t low[kTokens][16], high[kTokens][16];
   alignas(64) float acc[kMaxTiles][kTokens][16], off[kMaxTiles][kTokens][16];
@@ -752,35 +763,42 @@ void super_group_tiles(const uint8_t* g, const uint8_t* next_group, const ActTil
     }
   }
   for (int i = 0; i < tiles; ++i) {
-    for (int t = 0; t < kTokens; ++t) {
+    for (int t = 0; t < std::min(kTokens, tokens - i * kTokens); ++t) {
       Zmm::store(y + (i * kTokens + t) * n_out, Zmm::add(_mm512_load_ps(acc[i][t]), _mm512_load_ps(off[i][t])), rows);
     }
   }
 }
 
-// Whole sixteens of tokens [0, tiled) (their tiles in x) against groups [begin, end), a group's
-// codes unpacked once for a block of them (kTokenBlock).
+// Tokens [0, num_tokens) (their tiles in x) against groups [begin, end), a group's codes unpacked
+// once for a block of them (kTokenBlock).
 template <class B>
-void matmul_tiles(const ActTile* x, int64_t tiled, int64_t nb, const uint8_t* w, size_t group_bytes, int64_t n_out,
-                  float* y, int64_t begin, int64_t end) {
+void matmul_tiles(const ActTile* x, int64_t num_tokens, int64_t nb, const uint8_t* w, size_t group_bytes,
+                  int64_t n_out, float* y, int64_t begin, int64_t end) {
   const Tiles config(kSuper<B> ? 64 : 32);
-  for (int64_t t0 = 0; t0 < tiled; t0 += kTokenBlock) {
+  for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokenBlock) {
+    const int64_t block_end = std::min(t0 + kTokenBlock, num_tokens);
     for (int64_t g = begin; g < end; ++g) {
       const int rows = int(std::min<int64_t>(kRows, n_out - g * kRows));
       const uint8_t* group = w + g * group_bytes;
       if constexpr (kSuper<B>) {
-        const int tiles = int((std::min(t0 + kTokenBlock, tiled) - t0) / kTokens);
         super_group_tiles<B>(group, g + 1 < end ? group + group_bytes : nullptr, x + t0 / kTokens * pairs_of(nb),
-                             pairs_of(nb), nb, tiles, y + t0 * n_out + g * kRows, n_out, rows);
+                             pairs_of(nb), nb, int(block_end - t0), y + t0 * n_out + g * kRows, n_out, rows);
       } else {
         const CodeTile* codes = unpack_group<B>(group, nb);
-        for (int64_t t = t0; t < std::min(t0 + kTokenBlock, tiled); t += kTokens) {
-          chunk_group_tile<B>(group, codes, x + t / kTokens * pairs_of(nb), nb, y + t * n_out + g * kRows, n_out, rows);
+        for (int64_t t = t0; t < block_end; t += kTokens) {
+          chunk_group_tile<B>(group, codes, x + t / kTokens * pairs_of(nb), nb, y + t * n_out + g * kRows, n_out,
+                              int(std::min<int64_t>(kTokens, block_end - t)), rows);
         }
       }
     }
   }
 }
+
+// The fewest tokens the tiles take. Their last tile is padded with zeros: 2048 x 2048 Q4_K at 24
+// tokens took 210 us so, 254 as a tile and eight tokens by vectors. But a tile's unpacking is the
+// same work for one token as for sixteen, and below about twelve the vectors are faster (at 8:
+// Q4_K 103 us by vectors, 123 by a tile; at 12: 161 and 132).
+constexpr int64_t kMinTokens = 12;
 
 }  // namespace amx
 #endif
@@ -911,8 +929,8 @@ void matmul_groups(const ActBlock* a, int64_t num_tokens, int64_t nb, const uint
   const int64_t groups = (n_out + kRows - 1) / kRows;
   const size_t group_bytes = size_t(nb / q8_packed::kChunksPerBlock<B>) * q8_packed::kPackedBlockBytes<B>;
 #if defined(__AMX_INT8__)
-  // Whole sixteens of tokens go by tiles, a group's codes unpacked once for a block of them.
-  const int64_t tiled = num_tokens / amx::kTokens * amx::kTokens;
+  // Enough tokens go by tiles, all of them, a group's codes unpacked once for a block of them.
+  const int64_t tiled = num_tokens >= amx::kMinTokens ? num_tokens : 0;
   const amx::ActTile* x = tiled > 0 ? amx::act_tiles(a, num_tokens, nb) : nullptr;
 #else
   const int64_t tiled = 0;
