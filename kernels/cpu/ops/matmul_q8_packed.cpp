@@ -531,13 +531,9 @@ inline const ActTile* act_tiles(const ActBlock* a, int64_t num_tokens, int64_t n
       const int64_t b = 2 * (i % pairs);
       const int64_t first_token = i / pairs * kTokens;
       const ActBlock* first = a + first_token * nb + b;
-      for (int t = 0; t < kTokens; ++t) {
-        if (first_token + t >= num_tokens) {
-          std::memset(tile.q[t], 0, 64);
-          tile.d[0][t] = tile.d[1][t] = tile.s[0][t] = tile.s[1][t] = 0.0f;
-          tile.sum_pair[t] = 0;
-          continue;
-        }
+      const int tokens = int(std::min<int64_t>(kTokens, num_tokens - first_token));
+      if (tokens < kTokens) tile = ActTile{};
+      for (int t = 0; t < tokens; ++t) {
         const ActBlock* ab = first + t * nb;
         const bool both = b + 1 < nb;
         std::memcpy(tile.q[t], ab[0].q, 32);
@@ -795,7 +791,7 @@ void matmul_tiles(const ActTile* x, int64_t num_tokens, int64_t nb, const uint8_
 }
 
 // The fewest tokens the tiles take. Their last tile is padded with zeros: 2048 x 2048 Q4_K at 24
-// tokens took 210 us so, 254 as a tile and eight tokens by vectors. But a tile's unpacking is the
+// tokens took 210 us so, where a tile of sixteen (151) and eight tokens by vectors (103) take 254. But a tile's unpacking is the
 // same work for one token as for sixteen, and below about twelve the vectors are faster (at 8:
 // Q4_K 103 us by vectors, 123 by a tile; at 12: 161 and 132).
 constexpr int64_t kMinTokens = 12;
@@ -930,16 +926,14 @@ void matmul_groups(const ActBlock* a, int64_t num_tokens, int64_t nb, const uint
   const size_t group_bytes = size_t(nb / q8_packed::kChunksPerBlock<B>) * q8_packed::kPackedBlockBytes<B>;
 #if defined(__AMX_INT8__)
   // Enough tokens go by tiles, all of them, a group's codes unpacked once for a block of them.
-  const int64_t tiled = num_tokens >= amx::kMinTokens ? num_tokens : 0;
-  const amx::ActTile* x = tiled > 0 ? amx::act_tiles(a, num_tokens, nb) : nullptr;
-#else
-  const int64_t tiled = 0;
+  const bool by_tiles = num_tokens >= amx::kMinTokens;
+  const amx::ActTile* x = by_tiles ? amx::act_tiles(a, num_tokens, nb) : nullptr;
 #endif
   parallel_for(groups, [&](int64_t begin, int64_t end) {
 #if defined(__AMX_INT8__)
-    if (tiled > 0) amx::matmul_tiles<B>(x, tiled, nb, w, group_bytes, n_out, y, begin, end);
+    if (by_tiles) return amx::matmul_tiles<B>(x, num_tokens, nb, w, group_bytes, n_out, y, begin, end);
 #endif
-    for (int64_t t0 = tiled; t0 < num_tokens; t0 += kTokenBlock) {
+    for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokenBlock) {
       const int64_t tokens = std::min(kTokenBlock, num_tokens - t0);
       for (int64_t g = begin; g < end; ++g) {
         const int rows = int(std::min<int64_t>(kRows, n_out - g * kRows));
