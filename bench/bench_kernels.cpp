@@ -131,6 +131,8 @@ void PackedSuperBlockShapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_CAPTURE(BM_MatmulPacked, Q4_1, DType::Q4_1)->Apply(PackedShapes);
 BENCHMARK_CAPTURE(BM_MatmulPacked, Q8_0, DType::Q8_0)->Apply(PackedShapes);
+BENCHMARK_CAPTURE(BM_MatmulPacked, Q2_K, DType::Q2_K)->Apply(PackedSuperBlockShapes);
+BENCHMARK_CAPTURE(BM_MatmulPacked, Q3_K, DType::Q3_K)->Apply(PackedSuperBlockShapes);
 BENCHMARK_CAPTURE(BM_MatmulPacked, Q4_K, DType::Q4_K)->Apply(PackedSuperBlockShapes);
 BENCHMARK_CAPTURE(BM_MatmulPacked, Q5_K, DType::Q5_K)->Apply(PackedSuperBlockShapes);
 BENCHMARK_CAPTURE(BM_MatmulPacked, Q6_K, DType::Q6_K)->Apply(PackedSuperBlockShapes);

@@ -78,6 +78,12 @@ inline int iq4xs_scale_code(uint8_t scales_l_byte, uint16_t scales_h, int c) {
   return (((scales_l_byte >> (4 * (c % 2))) & 0x0f) | ((scales_h >> (2 * c)) & 3) << 4) - 32;
 }
 
+// Q3_K sub-block i's scale as a signed integer (d times it scales the sub-block): 4 low bits from
+// scales[i % 8] (nibble i / 8), 2 high bits from scales[8 + i % 4] (bits 2 (i / 4)), minus 32.
+inline int q3k_scale_code(const uint8_t* scales, int i) {
+  return (((scales[i % 8] >> (4 * (i / 8))) & 0x0f) | ((scales[8 + i % 4] >> (2 * (i / 4))) & 3) << 4) - 32;
+}
+
 constexpr int64_t kQuantBlock = 32;
 constexpr int64_t kSuperBlock = 256;
 // The non-linear 4-bit codebook of IQ4_NL and IQ4_XS.

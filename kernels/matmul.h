@@ -24,7 +24,7 @@ void matmul(const float* x, int64_t num_tokens, int64_t k, const void* w, DType 
 bool matmul_q8_supports(DType wtype);
 void matmul_q8(const float* x, int64_t num_tokens, int64_t k, const void* w, DType wtype, int64_t n_out, float* y);
 
-// The rows of a Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K or IQ4_XS matrix (q8_packs) rearranged
+// The rows of a Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, K-quant (not Q8_K) or IQ4_XS matrix (q8_packs) rearranged
 // for matmul_q8_packed: sixteen rows interleaved four bytes at a time (kernels/cpu/q8_packed_layout.h),
 // so that one integer dot instruction serves eight or sixteen rows and their sums come out one row
 // a lane. A last group of fewer than sixteen rows is padded with zero rows: `out` takes

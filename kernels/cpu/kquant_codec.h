@@ -22,11 +22,7 @@ inline Affine q2k_affine(const BlockQ2_K& b, int i, float d, float dmin) {
 }
 
 // Q3_K sub-block i of 16.
-inline float q3k_scale(const BlockQ3_K& b, int i, float d) {
-  const int lo = (b.scales[i % 8] >> (4 * (i / 8))) & 0x0f;
-  const int hi = (b.scales[8 + i % 4] >> (2 * (i / 4))) & 3;
-  return d * float((lo | hi << 4) - 32);
-}
+inline float q3k_scale(const BlockQ3_K& b, int i, float d) { return d * float(q3k_scale_code(b.scales, i)); }
 
 // Q4_K / Q5_K chunk j.
 template <class Block>

@@ -12,23 +12,24 @@ namespace flashserve::kernels::FLASHSERVE_ISA::q8 {
 
 constexpr int kBlock = 32;
 
-// One block of a token's activations, x ~ d * q, with d times the sum of q over the block and over
-// each half (offset terms multiply those), and those two sums of q themselves (the packed kernels
-// take a code's bias off with them).
+// One block of a token's activations, x ~ d * q, with d times the sum of q over the block (offset
+// terms multiply it), and the sums of q over each half (the super-scaled minimums and the packed
+// kernels' code biases multiply those).
 struct ActBlock {
   float d;
-  float s, s_lo, s_hi;
+  float s;
   int16_t sum_lo, sum_hi;
   int8_t q[kBlock];
 };
 
-// The formats whose chunks' scales are small integers times one float per 256 elements: Q4_K,
-// Q5_K, Q6_K and IQ4_XS (Q2_K, Q3_K and Q8_K go as the 32-element formats). Their activations
-// take one d per 256 elements (as llama.cpp's Q8_K), so a super-block's chunk sums times their
-// integer scales (and Q4_K's and Q5_K's minimums times the chunks' sums of q) add up exactly in
-// int32, and each dot takes one fma per super-block (two with minimums) instead of one per chunk.
+// The formats whose chunks' scales are small integers times one float per 256 elements: the
+// K-quants but Q8_K, and IQ4_XS (Q8_K goes as the 32-element formats). Their activations take one
+// d per 256 elements (as llama.cpp's Q8_K), so a super-block's chunk sums times their integer
+// scales (and Q2_K's, Q4_K's and Q5_K's minimums times the sums of q) add up exactly in int32, and
+// each dot takes one fma per super-block (two with minimums) instead of one per chunk.
 inline bool super_scaled(DType t) {
-  return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS;
+  return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
+         t == DType::IQ4_XS;
 }
 
 // x [num_tokens][k] quantized block by block into a buffer of the calling thread, valid until its

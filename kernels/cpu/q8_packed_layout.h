@@ -23,6 +23,15 @@
 // nibble vector v, bits 4 (v % 2) .. + 1 for the low nibble's element and the next two for the high
 // one's (q6k::high_byte, high_shift). Exactly the file's 210 bytes a row.
 //
+// Q2_K (namespace q2k) and Q3_K (q3k) keep their 2-bit codes as crumb vectors, two a chunk: the
+// first holds elements 0..15, the second 16..31, row r's element e at byte 4 r + e % 4, bits
+// 2 (e % 16 / 4) (crumb_byte, crumb_shift). Q2_K: per super-block of the rows, their d and dmin
+// (f16), the file's sixteen bytes of scale (low nibble) and minimum (high) ([half][row]), then
+// each chunk's crumbs: exactly the file's 84 bytes a row. Q3_K: their d (f16), the sixteen
+// 16-element scales less 32 ([half][row], int8), then per chunk its crumbs and a vector of its
+// third bits, placed as Q5_K's fifth bits (the code is crumb + 4 * bit, its value that less 4): 4
+// bytes a row more than the file's 110.
+//
 // IQ4_NL is Q4_0's block (its nibbles index kIQ4Values) and packs as Q4_0. Q5_0 and Q5_1 (what
 // llama-quantize writes for rows not in whole 256s, as Qwen2.5-0.5B's 896-wide ones) pack as Q4_0
 // and Q4_1 followed by a vector of fifth bits as Q5_K's. IQ4_XS (namespace
@@ -102,6 +111,27 @@ constexpr size_t high_byte(int r, int e) { return kVector * size_t(e % 16 / 8) +
 constexpr int high_shift(int e) { return 4 * (e % 16 / 4 % 2) + 2 * (e / 16); }
 }  // namespace q6k
 
+// Q2_K and Q3_K: where row r's element e goes in a chunk's crumb vectors, and its shift.
+constexpr size_t crumb_byte(int r, int e) { return kVector * size_t(e / 16) + 4 * size_t(r) + size_t(e % 4); }
+constexpr int crumb_shift(int e) { return 2 * (e % 16 / 4); }
+constexpr size_t kChunkCrumbs = 2 * kVector;
+
+namespace q2k {
+constexpr size_t kDminAt = 2 * kRows;
+constexpr size_t kScalesAt = 4 * kRows;  // [half of 16 elements][row]: scale | minimum << 4
+constexpr size_t kChunksAt = kScalesAt + 16 * kRows;
+constexpr size_t kGroupSuperBlock = kChunksAt + 8 * kChunkCrumbs;
+static_assert(kGroupSuperBlock == kRows * sizeof(BlockQ2_K));
+}  // namespace q2k
+
+namespace q3k {
+constexpr size_t kScalesAt = 2 * kRows;  // [half of 16 elements][row]
+constexpr size_t kChunksAt = kScalesAt + 16 * kRows;
+constexpr size_t kChunkBytes = kChunkCrumbs + kVector;  // the crumbs, then the third bits
+constexpr size_t kGroupSuperBlock = kChunksAt + 8 * kChunkBytes;
+static_assert(kGroupSuperBlock == kRows * (sizeof(BlockQ3_K) + 4));
+}  // namespace q3k
+
 namespace iq4xs {
 constexpr size_t kScalesAt = 2 * kRows;  // [chunk][row]
 constexpr size_t kCodesAt = kScalesAt + 8 * kRows;
@@ -115,6 +145,10 @@ static_assert(kGroupSuperBlock == kRows * (sizeof(BlockIQ4_XS) + 2));
 template <class Block>
 constexpr size_t kPackedBlockBytes = kGroupBlock<Block>;
 template <>
+inline constexpr size_t kPackedBlockBytes<BlockQ2_K> = q2k::kGroupSuperBlock;
+template <>
+inline constexpr size_t kPackedBlockBytes<BlockQ3_K> = q3k::kGroupSuperBlock;
+template <>
 inline constexpr size_t kPackedBlockBytes<BlockQ4_K> = q4k::kGroupSuperBlock;
 template <>
 inline constexpr size_t kPackedBlockBytes<BlockQ5_K> = q4k::kQ5GroupSuperBlock;
@@ -124,6 +158,10 @@ template <>
 inline constexpr size_t kPackedBlockBytes<BlockIQ4_XS> = iq4xs::kGroupSuperBlock;
 template <class Block>
 constexpr int kChunksPerBlock = 1;
+template <>
+inline constexpr int kChunksPerBlock<BlockQ2_K> = 8;
+template <>
+inline constexpr int kChunksPerBlock<BlockQ3_K> = 8;
 template <>
 inline constexpr int kChunksPerBlock<BlockQ4_K> = 8;
 template <>

@@ -54,6 +54,12 @@ void put_fifth_bits(uint8_t* vector, int r, Bit bit) {
   for (int e = 0; e < 32; ++e) vector[q8_packed::fifth_bit_byte(r, e)] |= uint8_t(bit(e) << q8_packed::q4k::high_bit(e));
 }
 
+// Row r's 32 two-bit codes (code(e), e = 0..31) into a chunk's crumb vectors.
+template <class Code>
+void put_crumbs(uint8_t* vectors, int r, Code code) {
+  for (int e = 0; e < 32; ++e) vectors[q8_packed::crumb_byte(r, e)] |= uint8_t(code(e) << q8_packed::crumb_shift(e));
+}
+
 template <class Block>
 void pack_groups(const Block* w, int64_t n_out, int64_t nb, uint8_t* out) {
   using L = q8_packed::Layout<Block>;
@@ -90,6 +96,32 @@ void pack_k_groups(const Block* w, int64_t n_out, int64_t nsb, uint8_t* out) {
       if constexpr (std::is_same_v<Block, BlockQ5_K>) {
         put_fifth_bits(p + q4k::kHighsAt + q4k::kChunkHighs * c, r, [&](int e) { return (src.qh[e] >> c) & 1; });
       }
+    }
+  });
+}
+
+void pack_q2k_groups(const BlockQ2_K* w, int64_t n_out, int64_t nsb, uint8_t* out) {
+  namespace q2k = q8_packed::q2k;
+  for_each_group_block(w, n_out, nsb, out, [](uint8_t* p, int r, const BlockQ2_K& src) {
+    std::memcpy(p + 2 * r, &src.d, 2);
+    std::memcpy(p + q2k::kDminAt + 2 * r, &src.dmin, 2);
+    for (int i = 0; i < 16; ++i) p[q2k::kScalesAt + kRows * i + r] = src.scales[i];
+    for (int c = 0; c < 8; ++c) {
+      put_crumbs(p + q2k::kChunksAt + q8_packed::kChunkCrumbs * c, r,
+                 [&](int e) { return (src.qs[32 * (c / 4) + e] >> (2 * (c % 4))) & 3; });
+    }
+  });
+}
+
+void pack_q3k_groups(const BlockQ3_K* w, int64_t n_out, int64_t nsb, uint8_t* out) {
+  namespace q3k = q8_packed::q3k;
+  for_each_group_block(w, n_out, nsb, out, [](uint8_t* p, int r, const BlockQ3_K& src) {
+    std::memcpy(p + 2 * r, &src.d, 2);
+    for (int i = 0; i < 16; ++i) p[q3k::kScalesAt + kRows * i + r] = uint8_t(int8_t(q3k_scale_code(src.scales, i)));
+    for (int c = 0; c < 8; ++c) {
+      uint8_t* chunk = p + q3k::kChunksAt + q3k::kChunkBytes * c;
+      put_crumbs(chunk, r, [&](int e) { return (src.qs[32 * (c / 4) + e] >> (2 * (c % 4))) & 3; });
+      put_fifth_bits(chunk + q8_packed::kChunkCrumbs, r, [&](int e) { return (src.hmask[e] >> c) & 1; });
     }
   });
 }
@@ -139,6 +171,8 @@ bool visit_packed(DType wtype, F f) {
     case DType::Q5_1: return f(BlockQ5_1{}), true;
     case DType::Q8_0: return f(BlockQ8_0{}), true;
     case DType::IQ4_NL: return f(BlockIQ4_NL{}), true;
+    case DType::Q2_K: return f(BlockQ2_K{}), true;
+    case DType::Q3_K: return f(BlockQ3_K{}), true;
     case DType::Q4_K: return f(BlockQ4_K{}), true;
     case DType::Q5_K: return f(BlockQ5_K{}), true;
     case DType::Q6_K: return f(BlockQ6_K{}), true;
@@ -174,6 +208,10 @@ void pack_rows_for_q8(const void* w, DType wtype, int64_t n_out, int64_t k, void
     const auto* rows = static_cast<const Block*>(w);
     if constexpr (std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K>) {
       pack_k_groups(rows, n_out, blocks, o);
+    } else if constexpr (std::is_same_v<Block, BlockQ2_K>) {
+      pack_q2k_groups(rows, n_out, blocks, o);
+    } else if constexpr (std::is_same_v<Block, BlockQ3_K>) {
+      pack_q3k_groups(rows, n_out, blocks, o);
     } else if constexpr (std::is_same_v<Block, BlockQ6_K>) {
       pack_q6k_groups(rows, n_out, blocks, o);
     } else if constexpr (std::is_same_v<Block, BlockIQ4_XS>) {

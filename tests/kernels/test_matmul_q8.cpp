@@ -35,36 +35,35 @@ std::vector<float> run_q8(const std::vector<float>& x, int64_t nt, int64_t k, co
 
 float f16(const uint8_t* p) { return float(ref_half(read_u16(p))); }
 
-// A 32-element chunk of weights as the contract sees it: value = code * scale + offset, with a scale
-// for elements 0..15 and one for 16..31; an offset per chunk (times the activations' d * sum q) or per
-// half (times each half's). Read from GGML's byte layouts, as ref_quants::elem reads the values.
+// A 32-element chunk of weights as the contract sees it: value = code * scale + offset, the offset
+// (if any) times the activations' d * sum q. Read from GGML's byte layouts, as ref_quants::elem reads
+// the values. The super-scaled formats' chunks give only their codes (int_scales_of has the rest).
 struct Chunk {
   int code[32];
-  float scale[2];
-  enum { kNone, kWhole, kHalves } offset_kind = kNone;
-  float offset[2] = {0.0f, 0.0f};
+  float scale = 0.0f;
+  bool has_offset = false;
+  float offset = 0.0f;
 };
 
 Chunk chunk_of(DType t, const uint8_t* row, int64_t chunk) {
   using ref_quants::kCodebook;
   using ref_quants::nibble;
   Chunk ch;
-  auto both = [&](float s) { ch.scale[0] = ch.scale[1] = s; };
   const int c = int(chunk % 8);  // within a super-block
   switch (t) {
     case DType::Q8_0: {
       const uint8_t* b = row + 34 * chunk;
       for (int e = 0; e < 32; ++e) ch.code[e] = int8_t(b[2 + e]);
-      both(f16(b));
+      ch.scale = f16(b);
       break;
     }
     case DType::Q4_0:
     case DType::Q4_1: {
       const uint8_t* b = row + (t == DType::Q4_0 ? 18 : 20) * chunk;
       for (int e = 0; e < 32; ++e) ch.code[e] = nibble(b + (t == DType::Q4_0 ? 2 : 4), e);
-      both(f16(b));
-      ch.offset_kind = Chunk::kWhole;
-      ch.offset[0] = t == DType::Q4_0 ? -8.0f * f16(b) : f16(b + 2);
+      ch.scale = f16(b);
+      ch.has_offset = true;
+      ch.offset = t == DType::Q4_0 ? -8.0f * f16(b) : f16(b + 2);
       break;
     }
     case DType::Q5_0:
@@ -73,38 +72,28 @@ Chunk chunk_of(DType t, const uint8_t* row, int64_t chunk) {
       const uint8_t* b = row + (one ? 24 : 22) * chunk;
       const uint32_t qh = ref_quants::u32(b + (one ? 4 : 2));
       for (int e = 0; e < 32; ++e) ch.code[e] = (nibble(b + (one ? 8 : 6), e) | int((qh >> e) & 1) << 4) - (one ? 0 : 16);
-      both(f16(b));
+      ch.scale = f16(b);
       if (one) {
-        ch.offset_kind = Chunk::kWhole;
-        ch.offset[0] = f16(b + 2);
+        ch.has_offset = true;
+        ch.offset = f16(b + 2);
       }
       break;
     }
     case DType::IQ4_NL: {
       const uint8_t* b = row + 18 * chunk;
       for (int e = 0; e < 32; ++e) ch.code[e] = kCodebook[nibble(b + 2, e)];
-      both(f16(b));
+      ch.scale = f16(b);
       break;
     }
     case DType::Q2_K: {  // scales[16] qs[64] d dmin
       const uint8_t* b = row + 84 * (chunk / 8);
       for (int e = 0; e < 32; ++e) ch.code[e] = (b[16 + 32 * (c / 4) + e] >> (2 * (c % 4))) & 3;
-      ch.offset_kind = Chunk::kHalves;
-      for (int h = 0; h < 2; ++h) {
-        ch.scale[h] = f16(b + 80) * float(b[2 * c + h] & 15);
-        ch.offset[h] = -(f16(b + 82) * float(b[2 * c + h] >> 4));
-      }
       break;
     }
     case DType::Q3_K: {  // hmask[32] qs[64] scales[12] d
       const uint8_t* b = row + 110 * (chunk / 8);
       for (int e = 0; e < 32; ++e) {
         ch.code[e] = ((b[32 + 32 * (c / 4) + e] >> (2 * (c % 4))) & 3) - ((b[e] >> c) & 1 ? 0 : 4);
-      }
-      for (int h = 0; h < 2; ++h) {
-        const int i = 2 * c + h;
-        const int s = ((b[96 + i % 8] >> (4 * (i / 8))) & 15) | ((b[96 + 8 + i % 4] >> (2 * (i / 4))) & 3) << 4;
-        ch.scale[h] = f16(b + 108) * float(s - 32);
       }
       break;
     }
@@ -116,9 +105,6 @@ Chunk chunk_of(DType t, const uint8_t* row, int64_t chunk) {
       for (int e = 0; e < 32; ++e) {
         ch.code[e] = ((qs[e] >> (4 * (c % 2))) & 15) | (five ? ((b[16 + e] >> c) & 1) << 4 : 0);
       }
-      both(f16(b) * float(ref_quants::k_code(b + 4, c, 0)));
-      ch.offset_kind = Chunk::kWhole;
-      ch.offset[0] = -(f16(b + 2) * float(ref_quants::k_code(b + 4, c, 1)));
       break;
     }
     case DType::Q6_K: {  // ql[128] qh[64] scales[16] d
@@ -128,7 +114,6 @@ Chunk chunk_of(DType t, const uint8_t* row, int64_t chunk) {
         const int lo = (b[64 * h + 32 * (g % 2) + e] >> (4 * (g / 2))) & 15;
         ch.code[e] = (lo | ((b[128 + 32 * h + e] >> (2 * g)) & 3) << 4) - 32;
       }
-      for (int half = 0; half < 2; ++half) ch.scale[half] = f16(b + 208) * float(int8_t(b[192 + 2 * c + half]));
       break;
     }
     case DType::Q8_K: {  // f32 d, qs[256], bsums
@@ -136,14 +121,12 @@ Chunk chunk_of(DType t, const uint8_t* row, int64_t chunk) {
       for (int e = 0; e < 32; ++e) ch.code[e] = int8_t(b[4 + 32 * c + e]);
       float d;
       std::memcpy(&d, b, 4);
-      both(d);
+      ch.scale = d;
       break;
     }
     case DType::IQ4_XS: {  // d scales_h scales_l[4] qs[128]
       const uint8_t* b = row + 136 * (chunk / 8);
       for (int e = 0; e < 32; ++e) ch.code[e] = kCodebook[nibble(b + 8 + 16 * c, e)];
-      const int s = ((b[4 + c / 2] >> (4 * (c % 2))) & 15) | ((read_u16(b + 2) >> (2 * c)) & 3) << 4;
-      both(f16(b) * float(s - 32));
       break;
     }
     default: ADD_FAILURE() << "no chunk reader for " << dtype_name(t);
@@ -151,17 +134,17 @@ Chunk chunk_of(DType t, const uint8_t* row, int64_t chunk) {
   return ch;
 }
 
-// The formats whose 16-element halves have scales of their own: their chunks add two sums.
-bool scales_halves(DType t) { return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q6_K; }
-
 // The formats whose chunk scales are integers times one f16 per super-block: their activations
 // take one d per 256 elements and their dots one fma per super-block.
-bool super_scaled(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS; }
+bool super_scaled(DType t) {
+  return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
+         t == DType::IQ4_XS;
+}
 
-// A super-scaled chunk's integer scales (of elements 0..15 and 16..31) and minimum, and its
+// A super-scaled chunk's integer scales and minimums (of elements 0..15 and 16..31), and its
 // super-block's d and dmin.
 struct IntScales {
-  int scale[2], min = 0;
+  int scale[2], min[2] = {0, 0};
   float d, dmin = 0.0f;
 };
 
@@ -169,11 +152,27 @@ IntScales int_scales_of(DType t, const uint8_t* row, int64_t chunk) {
   const int c = int(chunk % 8);
   IntScales s;
   switch (t) {
+    case DType::Q2_K: {  // scales[16] qs[64] d dmin
+      const uint8_t* b = row + 84 * (chunk / 8);
+      for (int h = 0; h < 2; ++h) s.scale[h] = b[2 * c + h] & 15, s.min[h] = b[2 * c + h] >> 4;
+      s.d = f16(b + 80);
+      s.dmin = f16(b + 82);
+      break;
+    }
+    case DType::Q3_K: {  // hmask[32] qs[64] scales[12] d
+      const uint8_t* b = row + 110 * (chunk / 8);
+      for (int h = 0; h < 2; ++h) {
+        const int i = 2 * c + h;
+        s.scale[h] = (((b[96 + i % 8] >> (4 * (i / 8))) & 15) | ((b[96 + 8 + i % 4] >> (2 * (i / 4))) & 3) << 4) - 32;
+      }
+      s.d = f16(b + 108);
+      break;
+    }
     case DType::Q4_K:
     case DType::Q5_K: {
       const uint8_t* b = row + (t == DType::Q5_K ? 176 : 144) * (chunk / 8);
       s.scale[0] = s.scale[1] = ref_quants::k_code(b + 4, c, 0);
-      s.min = ref_quants::k_code(b + 4, c, 1);
+      s.min[0] = s.min[1] = ref_quants::k_code(b + 4, c, 1);
       s.d = f16(b);
       s.dmin = f16(b + 2);
       break;
@@ -215,8 +214,8 @@ std::vector<int> plain_codes(const float* x, int64_t k, int64_t group, std::vect
 
 // The super-scaled formats' contract: per super-block, the exact int32 sum of each chunk's (or
 // half's) integer dot times its integer scale, added by one fma with the super-block's d times
-// the activations' d; Q4_K's and Q5_K's minimums times the chunks' sums of q likewise, by one fma
-// with -dmin times d into the offsets.
+// the activations' d; Q2_K's, Q4_K's and Q5_K's minimums times the halves' sums of q likewise, by
+// one fma with -dmin times d into the offsets.
 float plain_super_dot(const float* x, const uint8_t* row, int64_t k, DType t) {
   std::vector<float> d;
   const std::vector<int> q = plain_codes(x, k, 256, d);
@@ -227,17 +226,17 @@ float plain_super_dot(const float* x, const uint8_t* row, int64_t k, DType t) {
     for (int64_t b = 8 * sb; b < 8 * sb + 8; ++b) {
       const Chunk ch = chunk_of(t, row, b);
       const IntScales s = int_scales_of(t, row, b);
-      int dot[2] = {0, 0}, qsum = 0;
+      int dot[2] = {0, 0}, qsum[2] = {0, 0};
       for (int e = 0; e < 32; ++e) {
         dot[e / 16] += ch.code[e] * q[size_t(32 * b + e)];
-        qsum += q[size_t(32 * b + e)];
+        qsum[e / 16] += q[size_t(32 * b + e)];
       }
       sums += dot[0] * s.scale[0] + dot[1] * s.scale[1];
-      mins += s.min * qsum;
+      mins += s.min[0] * qsum[0] + s.min[1] * qsum[1];
       wd = s.d, wdmin = s.dmin;
     }
     acc = std::fma(float(sums), wd * d[size_t(sb)], acc);
-    if (t == DType::Q4_K || t == DType::Q5_K) off = std::fma(float(mins), -wdmin * d[size_t(sb)], off);
+    if (t == DType::Q2_K || t == DType::Q4_K || t == DType::Q5_K) off = std::fma(float(mins), -wdmin * d[size_t(sb)], off);
   }
   return acc + off;
 }
@@ -263,17 +262,8 @@ float plain_dot(const float* x, const uint8_t* row, int64_t k, DType t) {
     const Chunk ch = chunk_of(t, row, b);
     int dot[2] = {0, 0};
     for (int e = 0; e < 32; ++e) dot[e / 16] += ch.code[e] * q[e];
-    if (scales_halves(t)) {
-      acc = std::fma(float(dot[0]), ch.scale[0] * d, acc);
-      acc = std::fma(float(dot[1]), ch.scale[1] * d, acc);
-    } else {
-      acc = std::fma(float(dot[0] + dot[1]), ch.scale[0] * d, acc);
-    }
-    if (ch.offset_kind == Chunk::kWhole) off = std::fma(ch.offset[0], d * float(sum[0] + sum[1]), off);
-    if (ch.offset_kind == Chunk::kHalves) {
-      off = std::fma(ch.offset[0], d * float(sum[0]), off);
-      off = std::fma(ch.offset[1], d * float(sum[1]), off);
-    }
+    acc = std::fma(float(dot[0] + dot[1]), ch.scale * d, acc);
+    if (ch.has_offset) off = std::fma(ch.offset, d * float(sum[0] + sum[1]), off);
   }
   return acc + off;
 }
@@ -400,17 +390,17 @@ TEST(MatmulQ8, NonFiniteActivationsFollowThePlainContract) {
 // and their halves, odd and even block counts.
 TEST(MatmulQ8, PackedRowsGiveTheSameBits) {
   std::mt19937 rng(75);
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::Q4_K,
-                  DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::Q2_K,
+                  DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     ASSERT_TRUE(q8_packs(t));
     for (int64_t n_out : {1, 7, 8, 9, 16, 24, 37}) {
       for (int64_t blocks : {1, 2, 3, 18}) {
         const int64_t k = blocks * block_elems(t);
         const auto w = random_blocks(rng, t, n_out * blocks);
         std::vector<uint8_t> packed(q8_packed_bytes(t, n_out, k));
-        // Rows go sixteen at a time; unpacked chunk scales take 4 (Q4_K, Q5_K) or 2 (IQ4_XS) bytes
-        // more per row and super-block.
-        const size_t per_row = t == DType::Q4_K || t == DType::Q5_K ? 4 : t == DType::IQ4_XS ? 2 : 0;
+        // Rows go sixteen at a time; unpacked chunk scales take 4 (Q3_K, Q4_K, Q5_K) or 2 (IQ4_XS)
+        // bytes more per row and super-block.
+        const size_t per_row = t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K ? 4 : t == DType::IQ4_XS ? 2 : 0;
         const int64_t rows = (n_out + 15) / 16 * 16;
         ASSERT_EQ(packed.size(), size_t(rows) * (row_bytes(t, k) + size_t(blocks) * per_row));
         pack_rows_for_q8(w.data(), t, n_out, k, packed.data());
@@ -426,13 +416,13 @@ TEST(MatmulQ8, PackedRowsGiveTheSameBits) {
       }
     }
   }
-  for (DType t : {DType::Q2_K, DType::Q3_K, DType::F32}) EXPECT_FALSE(q8_packs(t)) << dtype_name(t);
-  std::vector<float> x(64), y(1);
+  for (DType t : {DType::Q8_K, DType::F32}) EXPECT_FALSE(q8_packs(t)) << dtype_name(t);
+  std::vector<float> x(256), y(1);
   std::vector<uint8_t> w(4096);
-  EXPECT_THROW(matmul_q8_packed(x.data(), 1, 64, w.data(), DType::Q3_K, 1, y.data()), std::invalid_argument);
+  EXPECT_THROW(matmul_q8_packed(x.data(), 1, 256, w.data(), DType::Q8_K, 1, y.data()), std::invalid_argument);
   EXPECT_THROW(matmul_q8_packed(x.data(), 1, 64, w.data(), DType::Q4_K, 1, y.data()), std::invalid_argument);
   EXPECT_THROW(matmul_q8_packed(x.data(), 1, 48, w.data(), DType::Q4_1, 1, y.data()), std::invalid_argument);
-  EXPECT_THROW(pack_rows_for_q8(w.data(), DType::Q2_K, 1, 256, y.data()), std::invalid_argument);
+  EXPECT_THROW(pack_rows_for_q8(w.data(), DType::Q8_K, 1, 256, y.data()), std::invalid_argument);
 }
 
 TEST(MatmulQ8, RefusesFloatFormatsAndPartialBlocks) {

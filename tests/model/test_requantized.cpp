@@ -198,7 +198,7 @@ TEST_P(Requantized, TopOneAgreesWithLlamaCppWhereDecisive) {
 
 // The 8-bit-activation path (--cpu-activations q8, integer dots for every format) against the same
 // continuations: a measurement, reported for every variant. llama.cpp also rounds activations to 8
-// bits, in blocks of 256 for the K-quants where we use 32, so neither side is exact and no
+// bits (in blocks of 256 for the K-quants, as we do), so neither side is exact and no
 // arbitration applies (each disagreement is printed with exact f64's pick). The gate is coarse on
 // purpose: a misread code or scale drops agreement far below 90%, while 8-bit activations over
 // 2-bit weights legitimately move near-ties (Q2_K.pure: 282/295, exact f64 siding with us at 5 of

@@ -26,22 +26,21 @@ using q8::ActBlock;
 using q8::half;
 using q8::kBlock;
 
-// A chunk's scale for lanes 0-3 (elements 0..15) and 4-7 (16..31), and its offsets.
+// A 32-element chunk's scale and offset.
 struct ChunkScales {
-  float lo, hi;
-  float off_lo = 0.0f, off_hi = 0.0f;
+  float scale, off = 0.0f;
 };
 
 enum class Offset {
   None,
-  Chunk,   // fma(off_lo, activations' s)
-  Halves,  // fma(off_lo, s_lo), then fma(off_hi, s_hi)
+  Chunk,   // the 32-element formats: fma(off, activations' s); the super-scaled: a minimum a chunk
+  Halves,  // the super-scaled Q2_K: a minimum for each 16-element half
 };
 
 // Each format: its stored block, chunks per block, whether codes are signed (else 0..63), whether
-// the halves' scales differ, its offset, and per chunk c: scales, code of element e, and (vector
-// builds) all 32 codes as bytes. The super-scaled ones (q8::super_scaled) give their chunks'
-// integer scales (ints) and the block's d and -dmin instead of scales.
+// the halves' scales differ (super-scaled formats only), its offset, and per chunk c: scales, code
+// of element e, and (vector builds) all 32 codes as bytes. The super-scaled ones (q8::super_scaled)
+// give their chunks' integer scales (ints) and the block's d and -dmin instead of scales.
 template <class B, int kPerBlock, bool kSignedCodes, bool kHalves, Offset kOff>
 struct Format {
   using Block = B;
@@ -51,13 +50,13 @@ struct Format {
   static constexpr bool kSuper = false;
 };
 
-// A super-scaled chunk's integer scales (of elements 0..15 and 16..31) and minimum.
+// A super-scaled chunk's integer scales and minimums, of elements 0..15 and 16..31.
 struct IntScales {
-  int lo, hi, m = 0;
+  int lo, hi, m_lo = 0, m_hi = 0;
 };
 
 struct Q8_0Codes : Format<BlockQ8_0, 1, true, false, Offset::None> {
-  static ChunkScales scales(const Block& b, int) { return {half(b.d), half(b.d)}; }
+  static ChunkScales scales(const Block& b, int) { return {half(b.d)}; }
   static int code(const Block& b, int, int e) { return b.qs[e]; }
 };
 
@@ -65,13 +64,13 @@ struct Q8_0Codes : Format<BlockQ8_0, 1, true, false, Offset::None> {
 struct Q4_0Codes : Format<BlockQ4_0, 1, false, false, Offset::Chunk> {
   static ChunkScales scales(const Block& b, int) {
     const float d = half(b.d);
-    return {d, d, -8.0f * d};
+    return {d, -8.0f * d};
   }
   static int code(const Block& b, int, int e) { return e < 16 ? b.qs[e] & 0x0f : b.qs[e - 16] >> 4; }
 };
 
 struct Q4_1Codes : Format<BlockQ4_1, 1, false, false, Offset::Chunk> {
-  static ChunkScales scales(const Block& b, int) { return {half(b.d), half(b.d), half(b.m)}; }
+  static ChunkScales scales(const Block& b, int) { return {half(b.d), half(b.m)}; }
   static int code(const Block& b, int, int e) { return e < 16 ? b.qs[e] & 0x0f : b.qs[e - 16] >> 4; }
 };
 
@@ -81,35 +80,39 @@ int q5_code(const Block& b, int e) {
 }
 
 struct Q5_0Codes : Format<BlockQ5_0, 1, true, false, Offset::None> {
-  static ChunkScales scales(const Block& b, int) { return {half(b.d), half(b.d)}; }
+  static ChunkScales scales(const Block& b, int) { return {half(b.d)}; }
   static int code(const Block& b, int, int e) { return q5_code(b, e) - 16; }
 };
 
 struct Q5_1Codes : Format<BlockQ5_1, 1, false, false, Offset::Chunk> {
-  static ChunkScales scales(const Block& b, int) { return {half(b.d), half(b.d), half(b.m)}; }
+  static ChunkScales scales(const Block& b, int) { return {half(b.d), half(b.m)}; }
   static int code(const Block& b, int, int e) { return q5_code(b, e); }
 };
 
 struct IQ4_NLCodes : Format<BlockIQ4_NL, 1, true, false, Offset::None> {
-  static ChunkScales scales(const Block& b, int) { return {half(b.d), half(b.d)}; }
+  static ChunkScales scales(const Block& b, int) { return {half(b.d)}; }
   static int code(const Block& b, int, int e) { return kIQ4Values[e < 16 ? b.qs[e] & 0x0f : b.qs[e - 16] >> 4]; }
 };
 
 // Q2_K's 16-element sub-blocks each have a scale and a minimum.
 struct Q2_KCodes : Format<BlockQ2_K, 8, false, true, Offset::Halves> {
-  static ChunkScales scales(const Block& b, int c) {
-    const float d = half(b.d), dmin = half(b.dmin);
-    const codec::Affine a0 = codec::q2k_affine(b, 2 * c, d, dmin), a1 = codec::q2k_affine(b, 2 * c + 1, d, dmin);
-    return {a0.d, a1.d, -a0.m, -a1.m};
+  static constexpr bool kSuper = true;
+  static IntScales ints(const Block& b, int c) {
+    const int lo = b.scales[2 * c], hi = b.scales[2 * c + 1];
+    return {lo & 0x0f, hi & 0x0f, lo >> 4, hi >> 4};
   }
+  static float d(const Block& b) { return half(b.d); }
+  static float neg_dmin(const Block& b) { return -half(b.dmin); }
   static int code(const Block& b, int c, int e) { return (b.qs[32 * (c / 4) + e] >> (2 * (c % 4))) & 3; }
 };
 
 struct Q3_KCodes : Format<BlockQ3_K, 8, true, true, Offset::None> {
-  static ChunkScales scales(const Block& b, int c) {
-    const float d = half(b.d);
-    return {codec::q3k_scale(b, 2 * c, d), codec::q3k_scale(b, 2 * c + 1, d)};
+  static constexpr bool kSuper = true;
+  static IntScales ints(const Block& b, int c) {
+    return {q3k_scale_code(b.scales, 2 * c), q3k_scale_code(b.scales, 2 * c + 1)};
   }
+  static float d(const Block& b) { return half(b.d); }
+  static float neg_dmin(const Block&) { return 0.0f; }
   static int code(const Block& b, int c, int e) {
     return ((b.qs[32 * (c / 4) + e] >> (2 * (c % 4))) & 3) - ((b.hmask[e] >> c) & 1 ? 0 : 4);
   }
@@ -120,7 +123,7 @@ struct KCodes : Format<B, 8, false, false, Offset::Chunk> {
   static constexpr bool kSuper = true;
   static IntScales ints(const B& b, int c) {
     const ScaleMin s = k_scale_min(b.scales, c);
-    return {s.sc, s.sc, s.m};
+    return {s.sc, s.sc, s.m, s.m};
   }
   static float d(const B& b) { return half(b.d); }
   static float neg_dmin(const B& b) { return -half(b.dmin); }
@@ -149,7 +152,7 @@ struct Q6_KCodes : Format<BlockQ6_K, 8, true, true, Offset::None> {
 };
 
 struct Q8_KCodes : Format<BlockQ8_K, 8, true, false, Offset::None> {
-  static ChunkScales scales(const Block& b, int) { return {b.d, b.d}; }
+  static ChunkScales scales(const Block& b, int) { return {b.d}; }
   static int code(const Block& b, int c, int e) { return b.qs[32 * c + e]; }
 };
 
@@ -189,13 +192,6 @@ inline __m256i weight_codes(const typename C::Block& b, int c) {
 }
 #endif
 
-template <class C>
-inline float add_offset(float off, const ChunkScales& s, const ActBlock& a) {
-  if constexpr (C::kOffset == Offset::Chunk) return std::fma(s.off_lo, a.s, off);
-  if constexpr (C::kOffset == Offset::Halves) return std::fma(s.off_hi, a.s_hi, std::fma(s.off_lo, a.s_lo, off));
-  return off;
-}
-
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
 // One field of four rows' chunk scales (rows past R: 0) as a vector.
 template <int R>
@@ -207,11 +203,12 @@ inline __m128 row_vector(const ChunkScales (&s)[R], float ChunkScales::*field) {
 #endif
 
 // dot_tile for the super-scaled formats: per super-block, the int32 sums of the chunks' dots times
-// their scales (and minimums times the chunks' sums of q), then one fma each.
+// their scales (and minimums times the sums of q: Q4_K's and Q5_K's a chunk's, Q2_K's a half's),
+// then one fma each.
 template <class C, int R, int T>
 void super_dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y, int64_t n_out) {
   using Block = typename C::Block;
-  constexpr bool kMins = C::kOffset == Offset::Chunk;
+  constexpr bool kMins = C::kOffset != Offset::None;
   auto block = [&](int r, int64_t b) -> const Block& { return reinterpret_cast<const Block*>(w + r * rb)[b / 8]; };
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
   // Row r in lane r, as dot_tile.
@@ -222,15 +219,16 @@ void super_dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, flo
     for (int t = 0; t < T; ++t) sums[t] = mins[t] = _mm_setzero_si128();
     for (int c = 0; c < 8; ++c) {
       __m256i wc[4];
-      alignas(16) int32_t lo[4] = {}, hi[4] = {}, m[4] = {};
+      alignas(16) int32_t lo[4] = {}, hi[4] = {}, m_lo[4] = {}, m_hi[4] = {};
       for (int r = 0; r < 4; ++r) wc[r] = r < R ? weight_codes<C>(block(r, s), c) : _mm256_setzero_si256();
       for (int r = 0; r < R; ++r) {
         const IntScales sc = C::ints(block(r, s), c);
-        lo[r] = sc.lo, hi[r] = sc.hi, m[r] = sc.m;
+        lo[r] = sc.lo, hi[r] = sc.hi, m_lo[r] = sc.m_lo, m_hi[r] = sc.m_hi;
       }
       const __m128i scale_lo = _mm_load_si128(reinterpret_cast<const __m128i*>(lo));
       const __m128i scale_hi = _mm_load_si128(reinterpret_cast<const __m128i*>(hi));
-      const __m128i minimum = _mm_load_si128(reinterpret_cast<const __m128i*>(m));
+      const __m128i min_lo = _mm_load_si128(reinterpret_cast<const __m128i*>(m_lo));
+      const __m128i min_hi = _mm_load_si128(reinterpret_cast<const __m128i*>(m_hi));
       for (int t = 0; t < T; ++t) {
         const ActBlock& ab = a[t * nb + s + c];
         const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.q));
@@ -243,7 +241,12 @@ void super_dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, flo
         } else {
           sums[t] = _mm_add_epi32(sums[t], _mm_mullo_epi32(_mm_add_epi32(sum_lo, sum_hi), scale_lo));
         }
-        if constexpr (kMins) mins[t] = _mm_add_epi32(mins[t], _mm_mullo_epi32(minimum, _mm_set1_epi32(ab.sum_lo + ab.sum_hi)));
+        if constexpr (C::kOffset == Offset::Chunk) {
+          mins[t] = _mm_add_epi32(mins[t], _mm_mullo_epi32(min_lo, _mm_set1_epi32(ab.sum_lo + ab.sum_hi)));
+        } else if constexpr (C::kOffset == Offset::Halves) {
+          mins[t] = _mm_add_epi32(mins[t], _mm_add_epi32(_mm_mullo_epi32(min_lo, _mm_set1_epi32(ab.sum_lo)),
+                                                         _mm_mullo_epi32(min_hi, _mm_set1_epi32(ab.sum_hi))));
+        }
       }
     }
     alignas(16) float d[4] = {}, neg_dmin[4] = {};
@@ -277,7 +280,7 @@ void super_dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, flo
             hi += codes[e + kBlock / 2] * ab.q[e + kBlock / 2];
           }
           sums[t] += lo * sc.lo + hi * sc.hi;
-          mins[t] += sc.m * (ab.sum_lo + ab.sum_hi);
+          mins[t] += sc.m_lo * ab.sum_lo + sc.m_hi * ab.sum_hi;
         }
       }
       for (int t = 0; t < T; ++t) {
@@ -292,10 +295,11 @@ void super_dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, flo
 #endif
 }
 
-// dot_tile for the rest: one fma per chunk (or half).
+// dot_tile for the rest: one fma per chunk.
 template <class C, int R, int T>
 void chunk_dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, float* y, int64_t n_out) {
   using Block = typename C::Block;
+  static_assert(!C::kHalfScales && C::kOffset != Offset::Halves);
   auto block = [&](int r, int64_t b) -> const Block& {
     return reinterpret_cast<const Block*>(w + r * rb)[b / C::kChunks];
   };
@@ -309,8 +313,7 @@ void chunk_dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, flo
     ChunkScales sc[R];
     for (int r = 0; r < 4; ++r) wc[r] = r < R ? weight_codes<C>(block(r, b), chunk(b)) : _mm256_setzero_si256();
     for (int r = 0; r < R; ++r) sc[r] = C::scales(block(r, b), chunk(b));
-    const __m128 scale_lo = row_vector<R>(sc, &ChunkScales::lo), scale_hi = row_vector<R>(sc, &ChunkScales::hi);
-    const __m128 off_lo = row_vector<R>(sc, &ChunkScales::off_lo), off_hi = row_vector<R>(sc, &ChunkScales::off_hi);
+    const __m128 scale = row_vector<R>(sc, &ChunkScales::scale), off = row_vector<R>(sc, &ChunkScales::off);
     for (int t = 0; t < T; ++t) {
       const ActBlock& ab = a[t * nb + b];
       const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.q));
@@ -319,17 +322,8 @@ void chunk_dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, flo
       const __m256i halves = q8::quad_sums(l[0], l[1], l[2], l[3]);
       const __m128i lo = _mm256_castsi256_si128(halves), hi = _mm256_extracti128_si256(halves, 1);
       const __m128 xd = _mm_set1_ps(ab.d);
-      if constexpr (C::kHalfScales) {
-        sums[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(lo), _mm_mul_ps(scale_lo, xd), sums[t]);
-        sums[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(hi), _mm_mul_ps(scale_hi, xd), sums[t]);
-      } else {
-        sums[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_add_epi32(lo, hi)), _mm_mul_ps(scale_lo, xd), sums[t]);
-      }
-      if constexpr (C::kOffset == Offset::Chunk) offs[t] = _mm_fmadd_ps(off_lo, _mm_set1_ps(ab.s), offs[t]);
-      if constexpr (C::kOffset == Offset::Halves) {
-        offs[t] = _mm_fmadd_ps(off_lo, _mm_set1_ps(ab.s_lo), offs[t]);
-        offs[t] = _mm_fmadd_ps(off_hi, _mm_set1_ps(ab.s_hi), offs[t]);
-      }
+      sums[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_add_epi32(lo, hi)), _mm_mul_ps(scale, xd), sums[t]);
+      if constexpr (C::kOffset == Offset::Chunk) offs[t] = _mm_fmadd_ps(off, _mm_set1_ps(ab.s), offs[t]);
     }
   }
   for (int t = 0; t < T; ++t) {
@@ -352,12 +346,8 @@ void chunk_dot_tile(const char* w, size_t rb, const ActBlock* a, int64_t nb, flo
           lo += codes[e] * ab.q[e];
           hi += codes[e + kBlock / 2] * ab.q[e + kBlock / 2];
         }
-        if constexpr (C::kHalfScales) {
-          acc[t][r] = std::fma(float(hi), sc.hi * ab.d, std::fma(float(lo), sc.lo * ab.d, acc[t][r]));
-        } else {
-          acc[t][r] = std::fma(float(lo + hi), sc.lo * ab.d, acc[t][r]);
-        }
-        off[t][r] = add_offset<C>(off[t][r], sc, ab);
+        acc[t][r] = std::fma(float(lo + hi), sc.scale * ab.d, acc[t][r]);
+        if constexpr (C::kOffset == Offset::Chunk) off[t][r] = std::fma(sc.off, ab.s, off[t][r]);
       }
     }
   }
@@ -479,8 +469,6 @@ void quantize_block(const float* x, float amax, ActBlock& out) {
 #endif
   out.d = d;
   out.s = d * float(sum[0] + sum[1]);
-  out.s_lo = d * float(sum[0]);
-  out.s_hi = d * float(sum[1]);
   out.sum_lo = int16_t(sum[0]);
   out.sum_hi = int16_t(sum[1]);
 }

@@ -37,16 +37,33 @@ constexpr bool kSignedCodes = std::is_same_v<B, BlockQ8_0> || kLookup<B>;
 // Codes of five bits: nibbles and a vector of fifth bits.
 template <class B>
 constexpr bool kFifthBit = std::is_same_v<B, BlockQ5_0> || std::is_same_v<B, BlockQ5_1> || std::is_same_v<B, BlockQ5_K>;
-// What the unsigned codes of Q6_K (six bits) and Q5_0 (five) stand for is the code less this.
+// Codes of two bits in crumb vectors (Q3_K's with a vector of third bits).
 template <class B>
-constexpr int kCodeBias = std::is_same_v<B, BlockQ6_K> ? 32 : std::is_same_v<B, BlockQ5_0> ? 16 : 0;
+constexpr bool kCrumbs = std::is_same_v<B, BlockQ2_K> || std::is_same_v<B, BlockQ3_K>;
+// What the unsigned codes of Q6_K (six bits), Q5_0 (five) and Q3_K (three) stand for is the code
+// less this.
+template <class B>
+constexpr int kCodeBias = std::is_same_v<B, BlockQ6_K>   ? 32
+                          : std::is_same_v<B, BlockQ5_0> ? 16
+                          : std::is_same_v<B, BlockQ3_K> ? 4
+                                                         : 0;
 template <class B>
 constexpr Offset kOffset = std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ5_1> ? Offset::Min
                            : std::is_same_v<B, BlockQ4_0>                                          ? Offset::MinusEightD
                                                                                                    : Offset::None;
 // The super-scaled formats (q8::super_scaled): a super-block's integer sums, then one fma.
 template <class B>
-constexpr bool kSuper = kAffineK<B> || std::is_same_v<B, BlockQ6_K> || std::is_same_v<B, BlockIQ4_XS>;
+constexpr bool kSuper = kAffineK<B> || kCrumbs<B> || std::is_same_v<B, BlockQ6_K> || std::is_same_v<B, BlockIQ4_XS>;
+// Those that scale each 16-element half apart (Q2_K also has a minimum for each).
+template <class B>
+constexpr bool kHalfScales = kCrumbs<B> || std::is_same_v<B, BlockQ6_K>;
+// Those with minimums (offsets by -dmin), and where their dmin lies.
+template <class B>
+constexpr bool kMinimums = kAffineK<B> || std::is_same_v<B, BlockQ2_K>;
+template <class B>
+constexpr size_t kDminAt = kAffineK<B> ? q8_packed::q4k::kDminAt : q8_packed::q2k::kDminAt;
+namespace q2k = q8_packed::q2k;
+namespace q3k = q8_packed::q3k;
 namespace q4k = q8_packed::q4k;
 namespace q6k = q8_packed::q6k;
 namespace iq4xs = q8_packed::iq4xs;
@@ -97,6 +114,8 @@ struct Ymm {
   static I shr16(I a) { return _mm256_srli_epi16(a, n); }
   template <int n>
   static I shl32(I a) { return _mm256_slli_epi32(a, n); }
+  template <int n>
+  static I shr32(I a) { return _mm256_srli_epi32(a, n); }
   static I shuffle(I table, I idx) { return _mm256_shuffle_epi8(table, idx); }
   static I add_sums(I acc, I w, I x) { return q8::add_lane_sums(acc, w, x); }
   static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
@@ -142,6 +161,8 @@ struct Zmm {
   static I shr16(I a) { return _mm512_srli_epi16(a, n); }
   template <int n>
   static I shl32(I a) { return _mm512_slli_epi32(a, n); }
+  template <int n>
+  static I shr32(I a) { return _mm512_srli_epi32(a, n); }
   static I shuffle(I table, I idx) { return _mm512_shuffle_epi8(table, idx); }
   static I sub8(I a, I b) { return _mm512_sub_epi8(a, b); }
   static I add_sums(I acc, I w, I x) { return _mm512_dpbusd_epi32(acc, w, x); }
@@ -175,8 +196,8 @@ struct Quads {
 template <class V>
 struct Chunk {
   typename V::F d, off;
-  const uint8_t* codes;  // nibble vectors, or Q8_0's code vectors
-  const uint8_t* highs;  // fifth bits (Q5_0, Q5_1, Q5_K), Q6_K's high two bits
+  const uint8_t* codes;  // nibble vectors, Q8_0's code vectors or crumb vectors
+  const uint8_t* highs;  // fifth bits (Q5_0, Q5_1, Q5_K), Q6_K's high two bits, Q3_K's third bits
 };
 
 // Chunk b of the group's rows row0 .. row0 + V::kLanes - 1. Always inlined: called, it makes the
@@ -192,6 +213,11 @@ template <class B, class V>
   if constexpr (kAffineK<B>) {
     k.codes = p + q4k::kCodesAt + q4k::kChunkCodes * c;
     if constexpr (std::is_same_v<B, BlockQ5_K>) k.highs = p + q4k::kHighsAt + q4k::kChunkHighs * c + 4 * row0;
+  } else if constexpr (std::is_same_v<B, BlockQ2_K>) {
+    k.codes = p + q2k::kChunksAt + q8_packed::kChunkCrumbs * c;
+  } else if constexpr (std::is_same_v<B, BlockQ3_K>) {
+    k.codes = p + q3k::kChunksAt + q3k::kChunkBytes * c;
+    k.highs = k.codes + q8_packed::kChunkCrumbs + 4 * row0;
   } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
     k.codes = p + q6k::kChunksAt + q6k::kChunkBytes * c;
     k.highs = k.codes + q6k::kChunkLow + 4 * row0;
@@ -217,6 +243,22 @@ template <class B, class V, int Q, bool kBiased = kVnni>
   if constexpr (std::is_same_v<B, BlockQ8_0>) {
     Quads<V> q{V::load(k.codes + kVector * Q), V::load(k.codes + kVector * (Q + 4))};
     if constexpr (kBiased) q = {V::xor_(q.lo, bias), V::xor_(q.hi, bias)};
+    return q;
+  }
+  if constexpr (kCrumbs<B>) {
+    // Crumb Q of each byte (16-bit shifts: what crosses from the neighbouring byte is masked off).
+    const auto crumb = V::each_byte(3);
+    Quads<V> q{V::and_(V::template shr16<2 * Q>(V::load(k.codes)), crumb),
+               V::and_(V::template shr16<2 * Q>(V::load(k.codes + kVector)), crumb)};
+    if constexpr (std::is_same_v<B, BlockQ3_K>) {
+      // Bit Q of each byte is its low half's third bit, bit 4 + Q its high half's; moved to bit 2.
+      const auto h = V::load(k.highs), bit = V::each_byte(4);
+      typename V::I lo;
+      if constexpr (Q <= 2) lo = V::template shl16<2 - Q>(h);
+      else lo = V::template shr16<1>(h);
+      q.lo = V::or_(q.lo, V::and_(lo, bit));
+      q.hi = V::or_(q.hi, V::and_(V::template shr16<2 + Q>(h), bit));
+    }
     return q;
   }
   const auto nibble = V::each_byte(0x0f), z = V::load(k.codes + kVector * Q);
@@ -283,7 +325,7 @@ inline typename V::I dot2(typename V::I acc, typename V::I wa, typename V::I xa,
 // values plus 128.
 template <class B, class V>
 inline typename V::I sum_start(const ActBlock& ab, bool high_half) {
-  if constexpr (std::is_same_v<B, BlockQ6_K>) return V::each_dword(-kCodeBias<B> * (high_half ? ab.sum_hi : ab.sum_lo));
+  if constexpr (kHalfScales<B>) return V::each_dword(-kCodeBias<B> * (high_half ? ab.sum_hi : ab.sum_lo));
   if constexpr (kCodeBias<B> != 0) return V::each_dword(-kCodeBias<B> * (ab.sum_lo + ab.sum_hi));
   if constexpr (kSignedCodes<B> && kVnni) return V::each_dword(-128 * (ab.sum_lo + ab.sum_hi));
   return V::each_dword(0);
@@ -292,6 +334,10 @@ inline typename V::I sum_start(const ActBlock& ab, bool high_half) {
 // The sums of q of two chunks as the int16 pair of a 32-bit lane (each within +-32 * 127).
 inline int32_t sum_pair(const ActBlock& even, const ActBlock& odd) {
   return int32_t(uint32_t(uint16_t(even.sum_lo + even.sum_hi)) | uint32_t(uint16_t(odd.sum_lo + odd.sum_hi)) << 16);
+}
+// The sums of q of a chunk's two halves likewise.
+inline int32_t half_pair(const ActBlock& ab) {
+  return int32_t(uint32_t(uint16_t(ab.sum_lo)) | uint32_t(uint16_t(ab.sum_hi)) << 16);
 }
 
 // Q4_K's and Q5_K's minimums of chunks 2 j and 2 j + 1 of the super-block at p, for the rows one
@@ -302,6 +348,15 @@ template <class V>
   const auto even = V::template ints<false>(p + q4k::kMinsAt + kRows * 2 * j + row0);
   const auto odd = V::template ints<false>(p + q4k::kMinsAt + kRows * (2 * j + 1) + row0);
   return V::or_(even, V::template shl32<16>(odd));
+}
+
+// Q2_K's minimums of chunk c's two halves, for the rows one vector holds, as the int16 pair of each
+// lane: times half_pair by madd, the exact sum of each half's minimum times its sum of q.
+template <class V>
+[[gnu::always_inline]] inline typename V::I half_minimums(const uint8_t* p, int c, int row0) {
+  const auto lo = V::template shr32<4>(V::template ints<false>(p + q2k::kScalesAt + kRows * 2 * c + row0));
+  const auto hi = V::template shr32<4>(V::template ints<false>(p + q2k::kScalesAt + kRows * (2 * c + 1) + row0));
+  return V::or_(lo, V::template shl32<16>(hi));
 }
 
 // A single token's pass over the weights is bound by memory: asking for the bytes 1 KB past the
@@ -323,12 +378,12 @@ void prefetch_ahead(const uint8_t* g, int64_t b) {
   }
 }
 
-// Chunk k's exact integer sums against each of T tokens' activation blocks x (Q6_K: each half
-// apart, the second in hi).
+// Chunk k's exact integer sums against each of T tokens' activation blocks x (kHalfScales: each
+// half apart, the second in hi).
 template <class B, class V, int T>
 [[gnu::always_inline]] inline void chunk_sums(const Chunk<V>& k, const ActBlock* const (&x)[T], typename V::I (&lo)[T],
                                               typename V::I (&hi)[T]) {
-  constexpr bool kHalves = std::is_same_v<B, BlockQ6_K>;
+  constexpr bool kHalves = kHalfScales<B>;
   for (int t = 0; t < T; ++t) {
     lo[t] = sum_start<B, V>(*x[t], false);
     if constexpr (kHalves) hi[t] = sum_start<B, V>(*x[t], true);
@@ -369,7 +424,7 @@ void chunk_group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y,
   for (int t = 0; t < T; ++t) V::store(y + t * n_out + row0, V::add(acc[t], off[t]), rows);
 }
 
-// A super-scaled chunk's integer scales for the rows one vector holds (Q6_K: of each half).
+// A super-scaled chunk's integer scales for the rows one vector holds (kHalfScales: of each half).
 template <class V>
 struct IntScales {
   typename V::I lo, hi;
@@ -379,9 +434,13 @@ template <class B, class V>
   if constexpr (kAffineK<B>) {
     const auto sc = V::template ints<false>(p + q4k::kScalesAt + kRows * c + row0);
     return {sc, sc};
-  } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
-    return {V::template ints<true>(p + q6k::kScalesAt + kRows * 2 * c + row0),
-            V::template ints<true>(p + q6k::kScalesAt + kRows * (2 * c + 1) + row0)};
+  } else if constexpr (std::is_same_v<B, BlockQ2_K>) {
+    const auto low_nibble = V::each_dword(0x0f);
+    return {V::and_(V::template ints<false>(p + q2k::kScalesAt + kRows * 2 * c + row0), low_nibble),
+            V::and_(V::template ints<false>(p + q2k::kScalesAt + kRows * (2 * c + 1) + row0), low_nibble)};
+  } else if constexpr (std::is_same_v<B, BlockQ3_K> || std::is_same_v<B, BlockQ6_K>) {
+    const size_t at = std::is_same_v<B, BlockQ3_K> ? q3k::kScalesAt : q6k::kScalesAt;
+    return {V::template ints<true>(p + at + kRows * 2 * c + row0), V::template ints<true>(p + at + kRows * (2 * c + 1) + row0)};
   } else {
     const auto sc = V::template ints<true>(p + iq4xs::kScalesAt + kRows * c + row0);
     return {sc, sc};
@@ -389,10 +448,10 @@ template <class B, class V>
 }
 
 // chunk_group_tile for the super-scaled formats: a super-block's chunk sums times their scales
-// (and minimums times the chunks' sums of q) in int32, then one fma each.
+// (and minimums times the chunks' or halves' sums of q) in int32, then one fma each.
 template <class B, class V, int T>
 void super_group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y, int64_t n_out, int row0, int rows) {
-  constexpr bool kHalves = std::is_same_v<B, BlockQ6_K>;
+  constexpr bool kHalves = kHalfScales<B>;
   using I = typename V::I;
   using F = typename V::F;
   F acc[T], off[T];
@@ -423,12 +482,18 @@ void super_group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y,
         }
       }
     }
+    if constexpr (std::is_same_v<B, BlockQ2_K>) {
+      for (int c = 0; c < 8; ++c) {
+        const I m = half_minimums<V>(p, c, row0);
+        for (int t = 0; t < T; ++t) mins[t] = V::add32(mins[t], V::madd16(m, V::each_dword(half_pair(a[t * nb + s + c]))));
+      }
+    }
     const F d = V::halves(p + 2 * row0);
     for (int t = 0; t < T; ++t) {
       const F xd = V::each_float(a[t * nb + s].d);
       acc[t] = V::fma(V::to_float(sums[t]), V::mul(d, xd), acc[t]);
-      if constexpr (kAffineK<B>) {
-        const F neg_dmin = V::negate(V::halves(p + q4k::kDminAt + 2 * row0));
+      if constexpr (kMinimums<B>) {
+        const F neg_dmin = V::negate(V::halves(p + kDminAt<B> + 2 * row0));
         off[t] = V::fma(V::to_float(mins[t]), V::mul(neg_dmin, xd), off[t]);
       }
     }
@@ -507,12 +572,13 @@ struct alignas(64) ScaledCodeTile {
 };
 
 // A pair of chunks of sixteen tokens' activations: the codes as a tile (a token's 64 bytes a row,
-// either chunk's 32 a tile of rows 64 bytes apart), each token's d and s of both (ActBlock's), and
-// their sum_pair.
+// either chunk's 32 a tile of rows 64 bytes apart), each token's d and s of both (ActBlock's),
+// their sum_pair and each one's half_pair.
 struct alignas(64) ActTile {
   int8_t q[kTokens][64];
   float d[2][kTokens], s[2][kTokens];
   int32_t sum_pair[kTokens];
+  int32_t half_pair[2][kTokens];
 };
 inline int64_t pairs_of(int64_t nb) { return (nb + 1) / 2; }
 
@@ -542,6 +608,7 @@ inline const ActTile* act_tiles(const ActBlock* a, int64_t num_tokens, int64_t n
         for (int h = 0; h < 2; ++h) {
           tile.d[h][t] = h == 0 || both ? ab[h].d : 0.0f;
           tile.s[h][t] = h == 0 || both ? ab[h].s : 0.0f;
+          tile.half_pair[h][t] = h == 0 || both ? half_pair(ab[h]) : 0;
         }
         tile.sum_pair[t] = both ? sum_pair(ab[0], ab[1]) : 0;
       }
@@ -570,22 +637,25 @@ const CodeTile* unpack_group(const uint8_t* g, int64_t nb) {
   return tiles.data();
 }
 
-// The unsigned form unpack_super_block multiplies: Q4_K's and Q5_K's codes as they are, Q6_K's
-// raw six bits (its values plus 32), IQ4_XS's values plus 128.
+// The unsigned form unpack_super_block multiplies: Q2_K's, Q4_K's and Q5_K's codes as they are,
+// Q3_K's and Q6_K's raw bits (their values plus 4 and 32), IQ4_XS's values plus 128.
 template <class B>
 constexpr int kUnsignedBias = std::is_same_v<B, BlockIQ4_XS> ? 128 : kCodeBias<B>;
 
-// A chunk's (or Q6_K half's) sixteen row scales as unpack_super_block takes them: each in the
-// four bytes of its row's lane, and bias times it in the row's two 16-bit lanes.
+// A chunk's (or kHalfScales half's) sixteen row scales as unpack_super_block takes them: each in
+// the four bytes of its row's lane, and bias times it in the row's two 16-bit lanes.
 struct RowScales {
   __m512i bytes, bias;
 };
 template <class B>
 RowScales row_scales(const uint8_t* p, int c, int h) {
   const uint8_t* at = kAffineK<B>                       ? p + q4k::kScalesAt + kRows * c
+                      : std::is_same_v<B, BlockQ2_K> ? p + q2k::kScalesAt + kRows * (2 * c + h)
+                      : std::is_same_v<B, BlockQ3_K> ? p + q3k::kScalesAt + kRows * (2 * c + h)
                       : std::is_same_v<B, BlockQ6_K> ? p + q6k::kScalesAt + kRows * (2 * c + h)
                                                       : p + iq4xs::kScalesAt + kRows * c;
-  const __m128i scales = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+  __m128i scales = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+  if constexpr (std::is_same_v<B, BlockQ2_K>) scales = _mm_and_si128(scales, _mm_set1_epi8(0x0f));  // less the minimums
   // Byte i of 128-bit lane l is row 4 l + i / 4's.
   const __m512i row_of_byte = _mm512_set_epi32(0x0f0f0f0f, 0x0e0e0e0e, 0x0d0d0d0d, 0x0c0c0c0c, 0x0b0b0b0b, 0x0a0a0a0a,
                                                0x09090909, 0x08080808, 0x07070707, 0x06060606, 0x05050505, 0x04040404,
@@ -713,8 +783,8 @@ void chunk_group_tile(const uint8_t* g, const CodeTile* codes, const ActTile* x,
 // Sixteens of tokens (`tiles` of them, tile i's pairs of chunks at x + i * pairs) against group g's
 // super-scaled codes: per super-block, its codes unpacked times their scales (8 KB, which stay in
 // L1 while every tile of tokens passes them), two products a pair of chunks into tiles 0 (low
-// bytes) and 1 (high bytes), then the fma of super_group_tile; Q4_K's and Q5_K's minimums times the
-// chunks' sums of q by pairs of int16 (vpdpwssd), exact as there.
+// bytes) and 1 (high bytes), then the fma of super_group_tile; the minimums times the chunks' (Q4_K,
+// Q5_K) or halves' (Q2_K) sums of q by pairs of int16 (vpdpwssd), exact as there.
 template <class B>
 void super_group_tiles(const uint8_t* g, const uint8_t* next_group, const ActTile* x, int64_t pairs, int64_t nb,
                        int tokens, float* y, int64_t n_out, int rows) {
@@ -728,10 +798,13 @@ void super_group_tiles(const uint8_t* g, const uint8_t* next_group, const ActTil
   for (int64_t s = 0; s < nb; s += 8) {
     unpack_super_block<B>(g, s, next_group, codes);
     const uint8_t* p = packed_block<B>(g, s);
-    const __m512 d = Zmm::halves(p), neg_dmin = Zmm::negate(Zmm::halves(p + q4k::kDminAt));
-    __m512i mins[4];
+    const __m512 d = Zmm::halves(p), neg_dmin = Zmm::negate(Zmm::halves(p + kDminAt<B>));
+    __m512i mins[8];
     if constexpr (kAffineK<B>) {
       for (int j = 0; j < 4; ++j) mins[j] = minimum_pair<Zmm>(p, j, 0);
+    }
+    if constexpr (std::is_same_v<B, BlockQ2_K>) {
+      for (int c = 0; c < 8; ++c) mins[c] = half_minimums<Zmm>(p, c, 0);
     }
     for (int i = 0; i < tiles; ++i) {
       const ActTile* xs = x + i * pairs + s / 2;
@@ -750,9 +823,15 @@ void super_group_tiles(const uint8_t* g, const uint8_t* next_group, const ActTil
         const __m512i sums = _mm512_add_epi32(_mm512_load_si512(low[t]), _mm512_slli_epi32(_mm512_load_si512(high[t]), 8));
         const __m512 xd = Zmm::each_float(xs[0].d[0][t]);
         _mm512_store_ps(acc[i][t], Zmm::fma(Zmm::to_float(sums), Zmm::mul(d, xd), _mm512_load_ps(acc[i][t])));
-        if constexpr (kAffineK<B>) {
+        if constexpr (kMinimums<B>) {
           __m512i m = _mm512_setzero_si512();
-          for (int j = 0; j < 4; ++j) m = _mm512_dpwssd_epi32(m, mins[j], _mm512_set1_epi32(xs[j].sum_pair[t]));
+          if constexpr (kAffineK<B>) {
+            for (int j = 0; j < 4; ++j) m = _mm512_dpwssd_epi32(m, mins[j], _mm512_set1_epi32(xs[j].sum_pair[t]));
+          } else {
+            for (int c = 0; c < 8; ++c) {
+              m = _mm512_dpwssd_epi32(m, mins[c], _mm512_set1_epi32(xs[c / 2].half_pair[c % 2][t]));
+            }
+          }
           _mm512_store_ps(off[i][t], Zmm::fma(Zmm::to_float(m), Zmm::mul(neg_dmin, xd), _mm512_load_ps(off[i][t])));
         }
       }
@@ -834,11 +913,17 @@ inline float u16_half(const uint8_t* p) {
   return q8::half(h);
 }
 
-// Row r's code for element e of a chunk whose codes (and fifth bits, or Q6_K's high bits) are
-// there: the value it stands for, less Q4_0's 8 and the minimums of Q4_1, Q5_1 and the K-quants.
+// Row r's code for element e of a chunk whose codes (and fifth bits, Q6_K's high bits or Q3_K's
+// third bits) are there: the value it stands for, less Q4_0's 8 and the minimums of Q4_1, Q5_1 and
+// the K-quants.
 template <class B>
 int code_at(const uint8_t* codes, const uint8_t* highs, int r, int e) {
   if constexpr (std::is_same_v<B, BlockQ8_0>) return int8_t(codes[q8_packed::code_byte(r, e)]);
+  if constexpr (kCrumbs<B>) {
+    int code = (codes[q8_packed::crumb_byte(r, e)] >> q8_packed::crumb_shift(e)) & 3;
+    if constexpr (std::is_same_v<B, BlockQ3_K>) code |= ((highs[q8_packed::fifth_bit_byte(r, e)] >> q4k::high_bit(e)) & 1) << 2;
+    return code - kCodeBias<B>;
+  }
   const uint8_t byte = codes[q8_packed::nibble_byte(r, e)];
   int code = e < 16 ? byte & 0x0f : byte >> 4;
   if constexpr (kFifthBit<B>) code |= ((highs[q8_packed::fifth_bit_byte(r, e)] >> q4k::high_bit(e)) & 1) << 4;
@@ -858,12 +943,22 @@ void super_dot_scalar(const uint8_t* g, int64_t s, int r, const ActBlock* a, flo
     const ActBlock& ab = a[s + c];
     const uint8_t* codes;
     const uint8_t* highs = nullptr;
-    int scale[2], minimum = 0;
+    int scale[2], minimum[2] = {0, 0};
     if constexpr (kAffineK<B>) {
       scale[0] = scale[1] = p[q4k::kScalesAt + kRows * c + r];
-      minimum = p[q4k::kMinsAt + kRows * c + r];
+      minimum[0] = minimum[1] = p[q4k::kMinsAt + kRows * c + r];
       codes = p + q4k::kCodesAt + q4k::kChunkCodes * c;
       if constexpr (std::is_same_v<B, BlockQ5_K>) highs = p + q4k::kHighsAt + q4k::kChunkHighs * c;
+    } else if constexpr (std::is_same_v<B, BlockQ2_K>) {
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t sm = p[q2k::kScalesAt + kRows * (2 * c + h) + r];
+        scale[h] = sm & 0x0f, minimum[h] = sm >> 4;
+      }
+      codes = p + q2k::kChunksAt + q8_packed::kChunkCrumbs * c;
+    } else if constexpr (std::is_same_v<B, BlockQ3_K>) {
+      for (int h = 0; h < 2; ++h) scale[h] = int8_t(p[q3k::kScalesAt + kRows * (2 * c + h) + r]);
+      codes = p + q3k::kChunksAt + q3k::kChunkBytes * c;
+      highs = codes + q8_packed::kChunkCrumbs;
     } else if constexpr (std::is_same_v<B, BlockQ6_K>) {
       for (int h = 0; h < 2; ++h) scale[h] = int8_t(p[q6k::kScalesAt + kRows * (2 * c + h) + r]);
       codes = p + q6k::kChunksAt + q6k::kChunkBytes * c;
@@ -875,11 +970,11 @@ void super_dot_scalar(const uint8_t* g, int64_t s, int r, const ActBlock* a, flo
     int32_t half_sums[2] = {0, 0};
     for (int e = 0; e < q8::kBlock; ++e) half_sums[e / 16] += code_at<B>(codes, highs, r, e) * ab.q[e];
     sums += half_sums[0] * scale[0] + half_sums[1] * scale[1];
-    mins += minimum * (ab.sum_lo + ab.sum_hi);
+    mins += minimum[0] * ab.sum_lo + minimum[1] * ab.sum_hi;
   }
   const float xd = a[s].d;
   acc = std::fma(float(sums), u16_half(p + 2 * r) * xd, acc);
-  if constexpr (kAffineK<B>) off = std::fma(float(mins), -u16_half(p + q4k::kDminAt + 2 * r) * xd, off);
+  if constexpr (kMinimums<B>) off = std::fma(float(mins), -u16_half(p + kDminAt<B> + 2 * r) * xd, off);
 }
 
 // Chunk b of row r against one activation block, into the row's sums as matmul_q8's scalar code adds.
@@ -961,6 +1056,8 @@ void matmul_q8_packed(const float* x, int64_t num_tokens, int64_t k, const void*
     case DType::Q8_0: return matmul_groups<BlockQ8_0>(a, num_tokens, nb, w, n_out, y);
     case DType::IQ4_NL: return matmul_groups<BlockIQ4_NL>(a, num_tokens, nb, w, n_out, y);
     case DType::IQ4_XS: return matmul_groups<BlockIQ4_XS>(a, num_tokens, nb, w, n_out, y);
+    case DType::Q2_K: return matmul_groups<BlockQ2_K>(a, num_tokens, nb, w, n_out, y);
+    case DType::Q3_K: return matmul_groups<BlockQ3_K>(a, num_tokens, nb, w, n_out, y);
     case DType::Q4_K: return matmul_groups<BlockQ4_K>(a, num_tokens, nb, w, n_out, y);
     case DType::Q5_K: return matmul_groups<BlockQ5_K>(a, num_tokens, nb, w, n_out, y);
     case DType::Q6_K: return matmul_groups<BlockQ6_K>(a, num_tokens, nb, w, n_out, y);
