@@ -201,8 +201,8 @@ TEST_P(Requantized, TopOneAgreesWithLlamaCppWhereDecisive) {
 // bits (in blocks of 256 for the K-quants, as we do), so neither side is exact and no
 // arbitration applies (each disagreement is printed with exact f64's pick). The gate is coarse on
 // purpose: a misread code or scale drops agreement far below 90%, while 8-bit activations over
-// 2-bit weights legitimately move near-ties (Q2_K.pure: 282/295, exact f64 siding with us at 5 of
-// the 13). The kernels' contract is checked bit for bit in tests/kernels/test_matmul_q8.cpp.
+// 2-bit weights legitimately move near-ties (Q2_K.pure: 291/295; 282/295 when Q2_K's activations
+// went per 32 elements, not per 256 as llama.cpp's). The kernels' contract is checked bit for bit in tests/kernels/test_matmul_q8.cpp.
 TEST_P(Requantized, Q8ActivationsTopOneAgreesWithLlamaCppWhereDecisive) {
   const test::Top1Agreement a =
       test::top1_agreement(*model_, fixture_, kDecisiveGap, v_.label + " q8", /*q8=*/true, /*arbitrate=*/false);
