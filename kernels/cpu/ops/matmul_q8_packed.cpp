@@ -68,6 +68,17 @@ namespace q4k = q8_packed::q4k;
 namespace q6k = q8_packed::q6k;
 namespace iq4xs = q8_packed::iq4xs;
 
+// Where the sixteen rows' integer scales of a super-scaled chunk c (of its half h, for kHalfScales)
+// lie in super-block p: bytes, one a row (Q2_K's with the minimum in the high nibble).
+template <class B>
+const uint8_t* scales_at(const uint8_t* p, int c, int h) {
+  if constexpr (kAffineK<B>) return p + q4k::kScalesAt + kRows * c;
+  if constexpr (std::is_same_v<B, BlockQ2_K>) return p + q2k::kScalesAt + kRows * (2 * c + h);
+  if constexpr (std::is_same_v<B, BlockQ3_K>) return p + q3k::kScalesAt + kRows * (2 * c + h);
+  if constexpr (std::is_same_v<B, BlockQ6_K>) return p + q6k::kScalesAt + kRows * (2 * c + h);
+  return p + iq4xs::kScalesAt + kRows * c;
+}
+
 // The group's packed block holding chunk b (of 32 elements), and b's chunk within that block.
 template <class B>
 const uint8_t* packed_block(const uint8_t* g, int64_t b) {
@@ -354,8 +365,8 @@ template <class V>
 // lane: times half_pair by madd, the exact sum of each half's minimum times its sum of q.
 template <class V>
 [[gnu::always_inline]] inline typename V::I half_minimums(const uint8_t* p, int c, int row0) {
-  const auto lo = V::template shr32<4>(V::template ints<false>(p + q2k::kScalesAt + kRows * 2 * c + row0));
-  const auto hi = V::template shr32<4>(V::template ints<false>(p + q2k::kScalesAt + kRows * (2 * c + 1) + row0));
+  const auto lo = V::template shr32<4>(V::template ints<false>(scales_at<BlockQ2_K>(p, c, 0) + row0));
+  const auto hi = V::template shr32<4>(V::template ints<false>(scales_at<BlockQ2_K>(p, c, 1) + row0));
   return V::or_(lo, V::template shl32<16>(hi));
 }
 
@@ -431,19 +442,18 @@ struct IntScales {
 };
 template <class B, class V>
 [[gnu::always_inline]] inline IntScales<V> int_scales(const uint8_t* p, int c, int row0) {
-  if constexpr (kAffineK<B>) {
-    const auto sc = V::template ints<false>(p + q4k::kScalesAt + kRows * c + row0);
+  constexpr bool kSigned = !kAffineK<B> && !std::is_same_v<B, BlockQ2_K>;
+  if constexpr (!kHalfScales<B>) {
+    const auto sc = V::template ints<kSigned>(scales_at<B>(p, c, 0) + row0);
     return {sc, sc};
-  } else if constexpr (std::is_same_v<B, BlockQ2_K>) {
-    const auto low_nibble = V::each_dword(0x0f);
-    return {V::and_(V::template ints<false>(p + q2k::kScalesAt + kRows * 2 * c + row0), low_nibble),
-            V::and_(V::template ints<false>(p + q2k::kScalesAt + kRows * (2 * c + 1) + row0), low_nibble)};
-  } else if constexpr (std::is_same_v<B, BlockQ3_K> || std::is_same_v<B, BlockQ6_K>) {
-    const size_t at = std::is_same_v<B, BlockQ3_K> ? q3k::kScalesAt : q6k::kScalesAt;
-    return {V::template ints<true>(p + at + kRows * 2 * c + row0), V::template ints<true>(p + at + kRows * (2 * c + 1) + row0)};
   } else {
-    const auto sc = V::template ints<true>(p + iq4xs::kScalesAt + kRows * c + row0);
-    return {sc, sc};
+    IntScales<V> sc{V::template ints<kSigned>(scales_at<B>(p, c, 0) + row0),
+                    V::template ints<kSigned>(scales_at<B>(p, c, 1) + row0)};
+    if constexpr (std::is_same_v<B, BlockQ2_K>) {
+      const auto low_nibble = V::each_dword(0x0f);  // less the minimums
+      sc = {V::and_(sc.lo, low_nibble), V::and_(sc.hi, low_nibble)};
+    }
+    return sc;
   }
 }
 
@@ -507,376 +517,7 @@ void group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y, int64
   else chunk_group_tile<B, V, T>(g, a, nb, y, n_out, row0, rows);
 }
 
-#if defined(__AMX_INT8__)
-// AMX: one tile instruction multiplies a chunk of sixteen tokens' activations (a 16 x 32-byte
-// tile) by the same chunk of sixteen rows (an 8 x 64-byte tile: row v holds elements 4 v .. 4 v + 3
-// of each row, which is what a quad's code vector already is) into 16 x 16 exact int32 sums. Those
-// are the vector path's integer sums, so the fmas that follow, the same as there, give the same
-// bits. Tiles neither forward to vector loads nor from vector stores: a group's codes are unpacked
-// (all its chunks, or for the super-scaled formats a super-block) before the first tile reads them,
-// and the activations are copied once into tiles of their own (act_tiles).
-//
-// The super-scaled formats unpack each code times its chunk's (or half's) integer scale, an int16,
-// as two byte planes (low byte unsigned, high byte signed); two products a pair of chunks (64
-// bytes deep) then add a whole super-block's scaled sums in the tiles (low + 256 high), so what
-// leaves the tile unit is 2 KB per super-block, not 1 KB per chunk, and the float work is one fma
-// per super-block: the 1B-shaped Q6_K's 2048 x 2048 matmul of 512 tokens went from 6.1 to 3.2 ms.
-// The 32-element formats' scales are f16 per chunk: their sums leave the tiles chunk by chunk.
-namespace amx {
-
-constexpr int kTokens = 16;
-// Tokens whose tiles pass each group's unpacked codes (twice the vector path's block: their
-// activation tiles, 1.4 MB at k = 8,192, still fit a core's L2).
-constexpr int64_t kTokenBlock = 128;
-// Tile registers: 0-3 sums, 4-5 activations, 6-7 codes.
-
-// The products' depth: a chunk (32 bytes a token), or a pair of chunks (64: the tile unit's
-// whole row, the same time per product as a chunk's).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t bytes_per_row[16] = {};
-  uint8_t rows[16] = {};
-  explicit TileConfig(int depth) {
-    for (int i = 0; i < 8; ++i) rows[i] = kTokens, bytes_per_row[i] = 64;
-    for (int i : {4, 5}) bytes_per_row[i] = uint16_t(depth);
-    for (int i : {6, 7}) rows[i] = uint8_t(depth / 4);
-  }
-};
-
-// This thread's tile registers configured for products of `depth` bytes for the scope (and handed
-// back, so that a context switch need not save their 8 KB).
-class Tiles {
- public:
-  explicit Tiles(int depth) {
-    static const TileConfig chunk(32), pair(64);
-    _tile_loadconfig(depth == 32 ? &chunk : &pair);
-  }
-  ~Tiles() { _tile_release(); }
-  Tiles(const Tiles&) = delete;
-  Tiles& operator=(const Tiles&) = delete;
-};
-
-// The signed formats' codes as their values (less kCodeBias): signed by signed bytes; the rest
-// unsigned (their minimums are offsets).
-template <class B>
-constexpr bool kSignedTile = kSignedCodes<B> || kCodeBias<B> != 0;
-
-struct alignas(64) CodeTile {
-  uint8_t row[8][64];
-};
-// A pair of super-scaled chunks' codes times their scales: the low bytes and the high ones, each
-// a tile of both chunks' rows.
-struct alignas(64) ScaledCodeTile {
-  uint8_t low[16][64], high[16][64];
-};
-
-// A pair of chunks of sixteen tokens' activations: the codes as a tile (a token's 64 bytes a row,
-// either chunk's 32 a tile of rows 64 bytes apart), each token's d and s of both (ActBlock's),
-// their sum_pair and each one's half_pair.
-struct alignas(64) ActTile {
-  int8_t q[kTokens][64];
-  float d[2][kTokens], s[2][kTokens];
-  int32_t sum_pair[kTokens];
-  int32_t half_pair[2][kTokens];
-};
-inline int64_t pairs_of(int64_t nb) { return (nb + 1) / 2; }
-
-inline int64_t tiles_of(int64_t num_tokens) { return (num_tokens + kTokens - 1) / kTokens; }
-
-// The activations of a's tokens by sixteens, [tile][pair of chunks], in a buffer of the calling
-// thread (an odd count's last chunk paired with zeros, and the last tile's missing tokens zeros).
-inline const ActTile* act_tiles(const ActBlock* a, int64_t num_tokens, int64_t nb) {
-  thread_local std::vector<ActTile> tiles;
-  const int64_t pairs = pairs_of(nb);
-  tiles.resize(size_t(tiles_of(num_tokens) * pairs));
-  ActTile* out = tiles.data();  // (the workers' own thread_local would be another buffer)
-  parallel_for(int64_t(tiles.size()), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      ActTile& tile = out[i];
-      const int64_t b = 2 * (i % pairs);
-      const int64_t first_token = i / pairs * kTokens;
-      const ActBlock* first = a + first_token * nb + b;
-      const int tokens = int(std::min<int64_t>(kTokens, num_tokens - first_token));
-      if (tokens < kTokens) tile = ActTile{};
-      for (int t = 0; t < tokens; ++t) {
-        const ActBlock* ab = first + t * nb;
-        const bool both = b + 1 < nb;
-        std::memcpy(tile.q[t], ab[0].q, 32);
-        std::memset(tile.q[t] + 32, 0, 32);
-        if (both) std::memcpy(tile.q[t] + 32, ab[1].q, 32);
-        for (int h = 0; h < 2; ++h) {
-          tile.d[h][t] = h == 0 || both ? ab[h].d : 0.0f;
-          tile.s[h][t] = h == 0 || both ? ab[h].s : 0.0f;
-          tile.half_pair[h][t] = h == 0 || both ? half_pair(ab[h]) : 0;
-        }
-        tile.sum_pair[t] = both ? sum_pair(ab[0], ab[1]) : 0;
-      }
-    }
-  });
-  return tiles.data();
-}
-
-// The group's codes, chunk after chunk, as tiles (in a buffer of the calling thread).
-template <class B>
-const CodeTile* unpack_group(const uint8_t* g, int64_t nb) {
-  thread_local std::vector<CodeTile> tiles;
-  tiles.resize(size_t(nb));
-  for (int64_t b = 0; b < nb; ++b) {
-    const Chunk<Zmm> k = chunk_at<B, Zmm>(g, b, 0);
-    each_quad([&](auto v) {
-      Quads<Zmm> q = quads<B, Zmm, v, false>(k);
-      if constexpr (kCodeBias<B> != 0) {
-        const auto bias = Zmm::each_byte(char(kCodeBias<B>));
-        q = {Zmm::sub8(q.lo, bias), Zmm::sub8(q.hi, bias)};
-      }
-      _mm512_store_si512(tiles[size_t(b)].row[v], q.lo);
-      _mm512_store_si512(tiles[size_t(b)].row[v + 4], q.hi);
-    });
-  }
-  return tiles.data();
-}
-
-// The unsigned form unpack_super_block multiplies: Q2_K's, Q4_K's and Q5_K's codes as they are,
-// Q3_K's and Q6_K's raw bits (their values plus 4 and 32), IQ4_XS's values plus 128.
-template <class B>
-constexpr int kUnsignedBias = std::is_same_v<B, BlockIQ4_XS> ? 128 : kCodeBias<B>;
-
-// A chunk's (or kHalfScales half's) sixteen row scales as unpack_super_block takes them: each in
-// the four bytes of its row's lane, and bias times it in the row's two 16-bit lanes.
-struct RowScales {
-  __m512i bytes, bias;
-};
-template <class B>
-RowScales row_scales(const uint8_t* p, int c, int h) {
-  const uint8_t* at = kAffineK<B>                       ? p + q4k::kScalesAt + kRows * c
-                      : std::is_same_v<B, BlockQ2_K> ? p + q2k::kScalesAt + kRows * (2 * c + h)
-                      : std::is_same_v<B, BlockQ3_K> ? p + q3k::kScalesAt + kRows * (2 * c + h)
-                      : std::is_same_v<B, BlockQ6_K> ? p + q6k::kScalesAt + kRows * (2 * c + h)
-                                                      : p + iq4xs::kScalesAt + kRows * c;
-  __m128i scales = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
-  if constexpr (std::is_same_v<B, BlockQ2_K>) scales = _mm_and_si128(scales, _mm_set1_epi8(0x0f));  // less the minimums
-  // Byte i of 128-bit lane l is row 4 l + i / 4's.
-  const __m512i row_of_byte = _mm512_set_epi32(0x0f0f0f0f, 0x0e0e0e0e, 0x0d0d0d0d, 0x0c0c0c0c, 0x0b0b0b0b, 0x0a0a0a0a,
-                                               0x09090909, 0x08080808, 0x07070707, 0x06060606, 0x05050505, 0x04040404,
-                                               0x03030303, 0x02020202, 0x01010101, 0x00000000);
-  const __m512i row_of_word = _mm512_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8, 7, 7, 6, 6,
-                                               5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-  const __m512i words = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(scales));
-  return {_mm512_shuffle_epi8(_mm512_broadcast_i32x4(scales), row_of_byte),
-          _mm512_mullo_epi16(_mm512_permutexvar_epi16(row_of_word, words), _mm512_set1_epi16(kUnsignedBias<B>))};
-}
-
-// A code vector (sixteen rows' four codes, in kUnsignedBias's unsigned form) times each row's
-// scale, as the low and high bytes of the int16 products into tile row v. Each byte multiplies
-// alone (its pair's other byte masked to 0), so the 16-bit products stay in their bytes' places.
-template <class B>
-[[gnu::always_inline]] inline void scale_codes(__m512i codes, const RowScales& scales, ScaledCodeTile& out, int v) {
-  const __m512i low_byte = _mm512_set1_epi16(0x00ff);
-  __m512i even = _mm512_maddubs_epi16(_mm512_and_si512(codes, low_byte), scales.bytes);
-  __m512i odd = _mm512_maddubs_epi16(_mm512_andnot_si512(low_byte, codes), scales.bytes);
-  if constexpr (kUnsignedBias<B> != 0) {
-    even = _mm512_sub_epi16(even, scales.bias);
-    odd = _mm512_sub_epi16(odd, scales.bias);
-  }
-  _mm512_store_si512(out.low[v], _mm512_or_si512(_mm512_and_si512(even, low_byte), _mm512_slli_epi16(odd, 8)));
-  _mm512_store_si512(out.high[v], _mm512_or_si512(_mm512_srli_epi16(even, 8), _mm512_andnot_si512(low_byte, odd)));
-}
-
-// Super-block s's codes (chunks s .. s + 7) times their scales, by pairs of chunks. The next
-// group's same super-block is asked for meanwhile: at sixteen tokens a group's pass is as long as
-// its read from memory, which otherwise waits for the pass before it.
-template <class B>
-void unpack_super_block(const uint8_t* g, int64_t s, const uint8_t* next_group, ScaledCodeTile (&out)[4]) {
-  if (next_group != nullptr) {
-    const auto* ahead = reinterpret_cast<const char*>(packed_block<B>(next_group, s));
-    for (size_t line = 0; line < q8_packed::kPackedBlockBytes<B>; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
-  }
-  const uint8_t* p = packed_block<B>(g, s);
-  for (int c = 0; c < 8; ++c) {
-    const Chunk<Zmm> k = chunk_at<B, Zmm>(g, s + c, 0);
-    const RowScales lo_scales = row_scales<B>(p, c, 0), hi_scales = row_scales<B>(p, c, 1);
-    each_quad([&](auto v) {
-      const Quads<Zmm> q = quads<B, Zmm, v, std::is_same_v<B, BlockIQ4_XS>>(k);
-      scale_codes<B>(q.lo, lo_scales, out[c / 2], 8 * (c % 2) + v);
-      scale_codes<B>(q.hi, hi_scales, out[c / 2], 8 * (c % 2) + v + 4);
-    });
-  }
-}
-
-// Product i (0-3) of a batch: chunk b + i (half h of its pair's tile x), into tile i from
-// activations in tile 4 + i % 2 and codes in tile 6 + i % 2 (the intrinsics take tile numbers as
-// literals).
-#define FLASHSERVE_TILE_PRODUCT(c, a, w)               \
-  _tile_loadd(a, x.q[0] + 32 * h, 64);                 \
-  _tile_loadd(w, codes.row[0], 64);                    \
-  _tile_zero(c);                                       \
-  if constexpr (kSignedTile<B>) _tile_dpbssd(c, a, w); \
-  else _tile_dpbsud(c, a, w);
-template <class B, int i>
-void multiply(const ActTile& x, int h, const CodeTile& codes) {
-  if constexpr (i == 0) { FLASHSERVE_TILE_PRODUCT(0, 4, 6) }
-  if constexpr (i == 1) { FLASHSERVE_TILE_PRODUCT(1, 5, 7) }
-  if constexpr (i == 2) { FLASHSERVE_TILE_PRODUCT(2, 4, 6) }
-  if constexpr (i == 3) { FLASHSERVE_TILE_PRODUCT(3, 5, 7) }
-}
-#undef FLASHSERVE_TILE_PRODUCT
-
-// A batch: four chunks' products from chunk b on, their sums stored in chunk order. (Issuing the
-// next batch's products before reading these back, so the tile unit works while the fmas run,
-// measured no faster.)
-constexpr int kProducts = 4;
-using BatchSums = int32_t[kProducts][kTokens][16];
-
-template <class B>
-void multiply_batch(const ActTile* x, const CodeTile* codes, int64_t b, int64_t nb, BatchSums& sums) {
-  const int64_t products = std::min<int64_t>(kProducts, nb - b);
-  multiply<B, 0>(x[b / 2], int(b % 2), codes[b]);
-  if (products > 1) multiply<B, 1>(x[(b + 1) / 2], int((b + 1) % 2), codes[b + 1]);
-  if (products > 2) multiply<B, 2>(x[(b + 2) / 2], int((b + 2) % 2), codes[b + 2]);
-  if (products > 3) multiply<B, 3>(x[(b + 3) / 2], int((b + 3) % 2), codes[b + 3]);
-  _tile_stored(0, sums[0], 64);
-  if (products > 1) _tile_stored(1, sums[1], 64);
-  if (products > 2) _tile_stored(2, sums[2], 64);
-  if (products > 3) _tile_stored(3, sums[3], 64);
-}
-
-// A tile of tokens (their nb chunks in x, by pairs; the first `tokens` stored) against all sixteen
-// rows of group g (the first `rows` stored), whose codes are unpacked in `codes`: one fma per
-// chunk, as chunk_group_tile.
-template <class B>
-void chunk_group_tile(const uint8_t* g, const CodeTile* codes, const ActTile* x, int64_t nb, float* y, int64_t n_out,
-                      int tokens, int rows) {
-  alignas(64) BatchSums sums;
-  // Each chunk's offsets, for the second pass. (A type of this copy's own: a std::vector of a
-  // plain vector type would be a weak symbol shared with the other copies.)
-  struct alignas(64) ChunkOffsets {
-    __m512 v;
-  };
-  thread_local std::vector<ChunkOffsets> offsets;
-  if constexpr (kOffset<B> != Offset::None) offsets.resize(size_t(nb));
-  __m512 acc[kTokens];
-  for (int t = 0; t < kTokens; ++t) acc[t] = Zmm::zero();
-  for (int64_t b0 = 0; b0 < nb; b0 += kProducts) {
-    multiply_batch<B>(x, codes, b0, nb, sums);
-    for (int c = 0; c < kProducts && b0 + c < nb; ++c) {
-      const Chunk<Zmm> k = chunk_at<B, Zmm>(g, b0 + c, 0);
-      if constexpr (kOffset<B> != Offset::None) offsets[size_t(b0 + c)].v = k.off;
-      for (int t = 0; t < kTokens; ++t) {
-        const __m512 xd = Zmm::each_float(x[(b0 + c) / 2].d[(b0 + c) % 2][t]);
-        acc[t] = Zmm::fma(Zmm::to_float(_mm512_load_si512(sums[c][t])), Zmm::mul(k.d, xd), acc[t]);
-      }
-    }
-  }
-  // The offsets in a second pass, in the same order as chunk_group_tile's (which keeps them apart
-  // too).
-  __m512 off[kTokens];
-  for (int t = 0; t < kTokens; ++t) off[t] = Zmm::zero();
-  if constexpr (kOffset<B> != Offset::None) {
-    for (int64_t b = 0; b < nb; ++b) {
-      for (int t = 0; t < kTokens; ++t) off[t] = Zmm::fma(offsets[size_t(b)].v, Zmm::each_float(x[b / 2].s[b % 2][t]), off[t]);
-    }
-  }
-  for (int t = 0; t < tokens; ++t) Zmm::store(y + t * n_out, Zmm::add(acc[t], off[t]), rows);
-}
-
-// Sixteens of tokens (`tiles` of them, tile i's pairs of chunks at x + i * pairs) against group g's
-// super-scaled codes: per super-block, its codes unpacked times their scales (8 KB, which stay in
-// L1 while every tile of tokens passes them), two products a pair of chunks into tiles 0 (low
-// bytes) and 1 (high bytes), then the fma of super_group_tile; the minimums times the chunks' (Q4_K,
-// Q5_K) or halves' (Q2_K) sums of q by pairs of int16 (vpdpwssd), exact as there.
-template <class B>
-void super_group_tiles(const uint8_t* g, const uint8_t* next_group, const ActTile* x, int64_t pairs, int64_t nb,
-                       int tokens, float* y, int64_t n_out, int rows) {
-  const int tiles = int(tiles_of(tokens));
-  constexpr int kMaxTiles = int(kTokenBlock / kTokens);
-  alignas(64) int32_t low[kTokens][16], high[kTokens][16];
-  alignas(64) float acc[kMaxTiles][kTokens][16], off[kMaxTiles][kTokens][16];
-  alignas(64) ScaledCodeTile codes[4];
-  std::fill_n(&acc[0][0][0], tiles * kTokens * 16, 0.0f);
-  std::fill_n(&off[0][0][0], tiles * kTokens * 16, 0.0f);
-  for (int64_t s = 0; s < nb; s += 8) {
-    unpack_super_block<B>(g, s, next_group, codes);
-    const uint8_t* p = packed_block<B>(g, s);
-    const __m512 d = Zmm::halves(p), neg_dmin = Zmm::negate(Zmm::halves(p + kDminAt<B>));
-    __m512i mins[8];
-    if constexpr (kAffineK<B>) {
-      for (int j = 0; j < 4; ++j) mins[j] = minimum_pair<Zmm>(p, j, 0);
-    }
-    if constexpr (std::is_same_v<B, BlockQ2_K>) {
-      for (int c = 0; c < 8; ++c) mins[c] = half_minimums<Zmm>(p, c, 0);
-    }
-    for (int i = 0; i < tiles; ++i) {
-      const ActTile* xs = x + i * pairs + s / 2;
-      _tile_zero(0);
-      _tile_zero(1);
-      for (int64_t pair = 0; pair < 4; ++pair) {
-        _tile_loadd(4, xs[pair].q[0], 64);
-        _tile_loadd(6, codes[pair].low[0], 64);
-        _tile_loadd(7, codes[pair].high[0], 64);
-        _tile_dpbsud(0, 4, 6);
-        _tile_dpbssd(1, 4, 7);
-      }
-      _tile_stored(0, low, 64);
-      _tile_stored(1, high, 64);
-      for (int t = 0; t < kTokens; ++t) {
-        const __m512i sums = _mm512_add_epi32(_mm512_load_si512(low[t]), _mm512_slli_epi32(_mm512_load_si512(high[t]), 8));
-        const __m512 xd = Zmm::each_float(xs[0].d[0][t]);
-        _mm512_store_ps(acc[i][t], Zmm::fma(Zmm::to_float(sums), Zmm::mul(d, xd), _mm512_load_ps(acc[i][t])));
-        if constexpr (kMinimums<B>) {
-          __m512i m = _mm512_setzero_si512();
-          if constexpr (kAffineK<B>) {
-            for (int j = 0; j < 4; ++j) m = _mm512_dpwssd_epi32(m, mins[j], _mm512_set1_epi32(xs[j].sum_pair[t]));
-          } else {
-            for (int c = 0; c < 8; ++c) {
-              m = _mm512_dpwssd_epi32(m, mins[c], _mm512_set1_epi32(xs[c / 2].half_pair[c % 2][t]));
-            }
-          }
-          _mm512_store_ps(off[i][t], Zmm::fma(Zmm::to_float(m), Zmm::mul(neg_dmin, xd), _mm512_load_ps(off[i][t])));
-        }
-      }
-    }
-  }
-  for (int i = 0; i < tiles; ++i) {
-    for (int t = 0; t < std::min(kTokens, tokens - i * kTokens); ++t) {
-      Zmm::store(y + (i * kTokens + t) * n_out, Zmm::add(_mm512_load_ps(acc[i][t]), _mm512_load_ps(off[i][t])), rows);
-    }
-  }
-}
-
-// Tokens [0, num_tokens) (their tiles in x) against groups [begin, end), a group's codes unpacked
-// once for a block of them (kTokenBlock).
-template <class B>
-void matmul_tiles(const ActTile* x, int64_t num_tokens, int64_t nb, const uint8_t* w, size_t group_bytes,
-                  int64_t n_out, float* y, int64_t begin, int64_t end) {
-  const Tiles config(kSuper<B> ? 64 : 32);
-  for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokenBlock) {
-    const int64_t block_end = std::min(t0 + kTokenBlock, num_tokens);
-    for (int64_t g = begin; g < end; ++g) {
-      const int rows = int(std::min<int64_t>(kRows, n_out - g * kRows));
-      const uint8_t* group = w + g * group_bytes;
-      if constexpr (kSuper<B>) {
-        super_group_tiles<B>(group, g + 1 < end ? group + group_bytes : nullptr, x + t0 / kTokens * pairs_of(nb),
-                             pairs_of(nb), nb, int(block_end - t0), y + t0 * n_out + g * kRows, n_out, rows);
-      } else {
-        const CodeTile* codes = unpack_group<B>(group, nb);
-        for (int64_t t = t0; t < block_end; t += kTokens) {
-          chunk_group_tile<B>(group, codes, x + t / kTokens * pairs_of(nb), nb, y + t * n_out + g * kRows, n_out,
-                              int(std::min<int64_t>(kTokens, block_end - t)), rows);
-        }
-      }
-    }
-  }
-}
-
-// The fewest tokens the tiles take. Their last tile is padded with zeros: 2048 x 2048 Q4_K at 24
-// tokens took 210 us so, where a tile of sixteen (151) and eight tokens by vectors (103) take 254. But a tile's unpacking is the
-// same work for one token as for sixteen, and below about twelve the vectors are faster (at 8:
-// Q4_K 103 us by vectors, 123 by a tile; at 12: 161 and 132).
-constexpr int64_t kMinTokens = 12;
-
-}  // namespace amx
-#endif
+#include "kernels/cpu/ops/matmul_q8_packed_amx.inc"
 
 // Tokens per tile: as many as the vector registers hold accumulators for (sixteen with AVX2,
 // thirty-two with AVX-512).
