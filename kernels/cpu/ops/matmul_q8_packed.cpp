@@ -159,7 +159,7 @@ struct Ymm {
 // them (with more tokens the accumulators would no longer fit in the registers). On a 2-core Zen 3
 // (AVX2 alone), decode of the 1B-shaped files, tokens/s, two rounds each: Q4_K_M 34 -> 47-55, Q6_K
 // 27-28 -> 34-36, Q8_0 21 -> 25-31, IQ4_XS 31-34 -> 41-44, SmolLM2 Q4_1 185-189 -> 224-231;
-// Q5_K_M 19 either way.
+// Q5_K_M 19 -> 18-19 (and 14.5 in a later run): whether Q5_K should keep eight rows a pass is open.
 struct YmmPair {
   struct I {
     __m256i a, b;
@@ -385,8 +385,7 @@ inline typename V::I dot(typename V::I acc, typename V::I w, typename V::I x) {
   if constexpr (kSignedCodes<B> && !kVnni) return V::add_sums(acc, V::sign(w, w), V::sign(x, w));
   else return V::add_sums(acc, w, x);
 }
-// The same for two quads; without VNNI, unsigned codes (at most 63) let the int16 sums of four
-// products (at most 4 * 63 * 127) add before widening.
+// The same for two quads; without VNNI, unsigned codes go by V::add_sums2.
 template <class B, class V>
 inline typename V::I dot2(typename V::I acc, typename V::I wa, typename V::I xa, typename V::I wb, typename V::I xb) {
   if constexpr (kVnni || kSignedCodes<B>) {
