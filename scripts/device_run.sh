@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine, from the repository root, as .device-1/run.sh (scripts/device_bundle.sh
 # packs it). Every step's full output goes to $OUT/<part>.txt; stdout gets one summary line per step.
-# DEVICE and SHAPE (big) override cuda and llama-3-8b for a dry run on a machine without a GPU.
+# DEVICE and SHAPE (big) override cuda and llama-3-8b for a dry run on a machine without a GPU; SANITIZERS
+# (part1) names the compute-sanitizer tools to run (racecheck alone needs ~2 min).
 # A step is cut at its own limit and at the part's deadline, so a hang costs that step only.
-#   part1  unpack, op tests on the GPU, compute-sanitizer (memcheck, racecheck, synccheck)
+#   part1  unpack, op tests on the GPU, compute-sanitizer (memcheck, racecheck, synccheck), ncu on the GEMV
 #   part2  join the model, runner tests, generate CPU vs GPU, decode benchmark, serving load, kernels vs PyTorch
 #   big    Llama-3-8B-shaped models of random weights (bench/synthetic_gguf.py), Q4_0 then BF16, each
 #          served on the GPU under load at concurrency 1, 64 and 256
@@ -14,7 +15,7 @@ part=${1:-}
 out=${OUT:-/tmp/flashserve-device}
 mkdir -p "$out"
 log="$out/$part.txt"
-case "$part" in part1) budget=240 ;; big) budget=250 ;; *) budget=300 ;; esac
+case "$part" in part1) budget=320 ;; big) budget=250 ;; *) budget=300 ;; esac
 deadline=$(($(date +%s) + ${DEADLINE_S:-$budget}))
 model="$PWD/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -101,8 +102,15 @@ case "$part" in
     step libraries 20 bash -c 'ldd .device/bin/* | grep "not found" && exit 1 || echo "every library found"'
     step test_backend_ops 90 .device/bin/test_backend_ops
     step test_cuda_ops 120 .device/bin/test_cuda_ops
-    for tool in memcheck racecheck synccheck; do
+    for tool in ${SANITIZERS:-memcheck racecheck synccheck}; do
       step "sanitizer_$tool" 70 compute-sanitizer --tool "$tool" .device/bin/test_cuda_ops --gtest_brief=1
+    done
+    # Hardware counters of the one-token and eight-token GEMV (Q4_0, 4096 x 4096): where its time goes.
+    for t in 1 8; do
+      step "profile_gemv_tokens_$t" 60 ncu --clock-control none --kernel-name regex:gemv --launch-count 1 \
+        --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+        --section MemoryWorkloadAnalysis .device/bin/bench_cuda_ops --no-flush --runs 2 --warmup 1 \
+        --filter "matmul:wtype=q4_0,tokens=$t,n_out=4096,k=4096"
     done ;;
   part2)
     join_model
