@@ -34,99 +34,166 @@ void check_lt(cublasStatus_t status, const char* call) {
 
 // ---- Weight decoding: quantized types in quant_decode.cuh (shared with the embedding gather) ----
 
-// Float-typed rows: element i of a row (any k, so no block structure to rely on).
+// Float-typed rows: element i of a row (any k, so no block structure to rely on), and eight
+// consecutive ones from a 16-byte aligned address.
+constexpr int kVecElems = 8;
 struct F32Elem {
   static constexpr int kElems = 1;
   __device__ static float load(const char* row, int64_t i) { return __ldg(reinterpret_cast<const float*>(row) + i); }
+  __device__ static void load8(const char* row, int64_t i, float (&w)[kVecElems]) {
+    const auto* p = reinterpret_cast<const float4*>(reinterpret_cast<const float*>(row) + i);
+    const float4 a = __ldg(p), b = __ldg(p + 1);
+    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+  }
 };
+// The eight 16-bit values at row + 2 i, as four little-endian pairs.
+__device__ __forceinline__ uint4 load_16bit8(const char* row, int64_t i) {
+  return __ldg(reinterpret_cast<const uint4*>(row + 2 * i));
+}
 struct F16Elem {
   static constexpr int kElems = 1;
   __device__ static float load(const char* row, int64_t i) { return half_value(load_u16(row + 2 * i)); }
+  __device__ static void load8(const char* row, int64_t i, float (&w)[kVecElems]) {
+    const uint4 v = load_16bit8(row, i);
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      w[2 * j] = half_value(uint16_t(words[j] & 0xffffu));
+      w[2 * j + 1] = half_value(uint16_t(words[j] >> 16));
+    }
+  }
 };
 struct BF16Elem {
   static constexpr int kElems = 1;
   __device__ static float load(const char* row, int64_t i) {
     return __uint_as_float(uint32_t(load_u16(row + 2 * i)) << 16);
   }
+  __device__ static void load8(const char* row, int64_t i, float (&w)[kVecElems]) {
+    const uint4 v = load_16bit8(row, i);
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      w[2 * j] = __uint_as_float(words[j] << 16);
+      w[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
+    }
+  }
 };
 
 // ---- GEMV: num_tokens <= kGemvMaxTokens ----
-// Each warp owns kRowsPerWarp rows of W; the block stages a tile of x (all tokens, kTileGroups
-// groups of 32 columns) in shared memory, which its warps then share. Quantized rows: lane g takes
-// 32-weight chunk g of the tile (a block, or an eighth of a K-quant super-block), decoding it once for
-// every token; float rows: lane j takes column j of
-// each group, so its loads coalesce. Every lane accumulates its slice of a row in tile order and the
-// warp reduces in a fixed shuffle tree, so a token's result never depends on the other tokens.
+// Each warp owns kRowsPerWarp rows of W and walks them on its own: no shared memory and no block
+// barrier, so a warp's weight loads never wait for another warp (a staged x tile did, and its
+// staging cost one round trip to memory per 1,024 columns). Quantized rows: lane g takes 32-weight
+// chunks g, g + 32, g + 64, ... (a block, or an eighth of a K-quant super-block), decodes each once
+// for all its rows and reads that chunk's 32 x values per token straight from memory (L1 serves
+// the other warps). Float rows: lane j takes eight columns at a time in 16-byte loads (or, on
+// unaligned rows, columns j, j + 32, ...), so a warp's loads coalesce. Every
+// lane accumulates its slice of a row in column order and the warp reduces in a fixed shuffle
+// tree, so a token's result never depends on the other tokens.
 
 constexpr int kGemvWarps = 4;
 constexpr int kRowsPerWarp = 2;
 constexpr int kRowsPerBlock = kGemvWarps * kRowsPerWarp;
-constexpr int kTileGroups = kWarp;  // one chunk per lane per tile
-constexpr int kTileElems = kTileGroups * kGroup;
-// A lane reads its group as float4s; padding each group by 4 floats puts the 8 lanes of a
-// quarter-warp's 16-byte reads on distinct banks.
-constexpr int kGroupStride = kGroup + 4;
 
-template <int T>
-using XTile = float[T][kTileGroups * kGroupStride];
-
-template <int T>
-__device__ void stage_x(XTile<T>& xs, const float* __restrict__ x, int num_tokens, int64_t k, int64_t c0) {
-  for (int i = threadIdx.x; i < T * kTileElems; i += blockDim.x) {
-    const int t = i / kTileElems, e = i % kTileElems;
-    const int64_t col = c0 + e;
-    // Padding tokens and columns past k read as zero: their products are never stored.
-    xs[t][(e / kGroup) * kGroupStride + e % kGroup] = t < num_tokens && col < k ? __ldg(x + t * k + col) : 0.0f;
+// x[0..31] of one chunk; vec: p is 16-byte aligned, so eight float4 loads do.
+__device__ __forceinline__ void load_x_chunk(const float* __restrict__ p, bool vec, float (&xv)[kGroup]) {
+  if (vec) {
+#pragma unroll
+    for (int q = 0; q < kGroup / 4; ++q) {
+      const float4 v = __ldg(reinterpret_cast<const float4*>(p) + q);
+      xv[4 * q] = v.x;
+      xv[4 * q + 1] = v.y;
+      xv[4 * q + 2] = v.z;
+      xv[4 * q + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) xv[i] = __ldg(p + i);
   }
 }
 
 template <class D, int T>
-__device__ void accumulate_blocks(const XTile<T>& xs, const char* __restrict__ w, size_t row_bytes, int64_t row0,
-                                  int64_t n_out, int64_t k, int64_t c0, int lane,
+__device__ void accumulate_blocks(const float* __restrict__ x, int num_tokens, bool x_vec, const char* __restrict__ w,
+                                  size_t row_bytes, int64_t row0, int64_t n_out, int64_t k, int lane,
                                   float (&acc)[kRowsPerWarp][T]) {
-  const int64_t group = c0 / kGroup + lane;
-  if (group >= k / kGroup) return;
-  // Both rows decoded up front, so each x value is read from shared memory once for both.
-  float wv[kRowsPerWarp][kGroup];
+  const int64_t groups = k / kGroup;
+#pragma unroll 2
+  for (int64_t group = lane; group < groups; group += kWarp) {
+    // Both rows decoded up front, so each x value is loaded once for both.
+    float wv[kRowsPerWarp][kGroup];
 #pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-    if (row0 + r < n_out) {
-      decode_chunk<D>(w + (row0 + r) * row_bytes, group, wv[r]);
-    } else {
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      if (row0 + r < n_out) {
+        decode_chunk<D>(w + (row0 + r) * row_bytes, group, wv[r]);
+      } else {
 #pragma unroll
-      for (float& v : wv[r]) v = 0.0f;  // a row past n_out: accumulated, never stored
+        for (float& v : wv[r]) v = 0.0f;  // a row past n_out: accumulated, never stored
+      }
     }
-  }
 #pragma unroll
-  for (int t = 0; t < T; ++t) {
-    const float4* xv = reinterpret_cast<const float4*>(&xs[t][lane * kGroupStride]);
+    for (int t = 0; t < T; ++t) {
+      if (t >= num_tokens) break;  // uniform: padding tokens are neither read nor stored
+      float xv[kGroup];
+      load_x_chunk(x + t * k + group * kGroup, x_vec, xv);
 #pragma unroll
-    for (int q = 0; q < kGroup / 4; ++q) {
-      const float4 v = xv[q];
+      for (int i = 0; i < kGroup; ++i) {
 #pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        acc[r][t] = fmaf(wv[r][4 * q], v.x, acc[r][t]);
-        acc[r][t] = fmaf(wv[r][4 * q + 1], v.y, acc[r][t]);
-        acc[r][t] = fmaf(wv[r][4 * q + 2], v.z, acc[r][t]);
-        acc[r][t] = fmaf(wv[r][4 * q + 3], v.w, acc[r][t]);
+        for (int r = 0; r < kRowsPerWarp; ++r) acc[r][t] = fmaf(wv[r][i], xv[i], acc[r][t]);
       }
     }
   }
 }
 
+// vec: rows start 16-byte aligned and k % 8 == 0, so lane j takes eight columns at a time (8 j,
+// 8 j + 256, ...) in 16-byte loads; otherwise one column at a time (j, j + 32, ...).
 template <class D, int T>
-__device__ void accumulate_elems(const XTile<T>& xs, const char* __restrict__ w, size_t row_bytes, int64_t row0,
-                                 int64_t n_out, int64_t k, int64_t c0, int lane, float (&acc)[kRowsPerWarp][T]) {
+__device__ void accumulate_elems(const float* __restrict__ x, int num_tokens, bool x_vec, bool vec,
+                                 const char* __restrict__ w, size_t row_bytes, int64_t row0, int64_t n_out,
+                                 int64_t k, int lane, float (&acc)[kRowsPerWarp][T]) {
+  if (vec) {
+#pragma unroll 2
+    for (int64_t col = int64_t(lane) * kVecElems; col < k; col += kWarp * kVecElems) {
+      float wv[kRowsPerWarp][kVecElems];
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        if (row0 + r < n_out) {
+          D::load8(w + (row0 + r) * row_bytes, col, wv[r]);
+        } else {
+#pragma unroll
+          for (float& v : wv[r]) v = 0.0f;  // a row past n_out: accumulated, never stored
+        }
+      }
+#pragma unroll
+      for (int t = 0; t < T; ++t) {
+        if (t >= num_tokens) break;
+        const float* xp = x + t * k + col;
+        float xv[kVecElems];
+        if (x_vec) {
+          const float4 a = __ldg(reinterpret_cast<const float4*>(xp)), b = __ldg(reinterpret_cast<const float4*>(xp) + 1);
+          xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w, xv[4] = b.x, xv[5] = b.y, xv[6] = b.z, xv[7] = b.w;
+        } else {
+#pragma unroll
+          for (int i = 0; i < kVecElems; ++i) xv[i] = __ldg(xp + i);
+        }
+#pragma unroll
+        for (int i = 0; i < kVecElems; ++i) {
+#pragma unroll
+          for (int r = 0; r < kRowsPerWarp; ++r) acc[r][t] = fmaf(wv[r][i], xv[i], acc[r][t]);
+        }
+      }
+    }
+    return;
+  }
 #pragma unroll 4
-  for (int g = 0; g < kTileGroups; ++g) {
-    const int64_t col = c0 + g * kGroup + lane;
-    if (col >= k) return;  // columns only grow with g
+  for (int64_t col = lane; col < k; col += kWarp) {
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
       if (row0 + r >= n_out) break;
       const float wv = D::load(w + (row0 + r) * row_bytes, col);
 #pragma unroll
-      for (int t = 0; t < T; ++t) acc[r][t] = fmaf(wv, xs[t][g * kGroupStride + lane], acc[r][t]);
+      for (int t = 0; t < T; ++t) {
+        if (t >= num_tokens) break;
+        acc[r][t] = fmaf(wv, __ldg(x + t * k + col), acc[r][t]);
+      }
     }
   }
 }
@@ -139,21 +206,16 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 template <class D, int T>
 __global__ void __launch_bounds__(kGemvWarps * kWarp)
-    gemv_kernel(const float* __restrict__ x, int num_tokens, int64_t k, const char* __restrict__ w,
-                size_t row_bytes, int64_t n_out, float* __restrict__ y) {
-  __shared__ __align__(16) XTile<T> xs;
+    gemv_kernel(const float* __restrict__ x, int num_tokens, bool x_vec, bool w_vec, int64_t k,
+                const char* __restrict__ w, size_t row_bytes, int64_t n_out, float* __restrict__ y) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t row0 = int64_t(blockIdx.x) * kRowsPerBlock + warp * kRowsPerWarp;
+  if (row0 >= n_out) return;  // the whole warp: nothing below waits for other warps
   float acc[kRowsPerWarp][T] = {};
-  for (int64_t c0 = 0; c0 < k; c0 += kTileElems) {
-    stage_x<T>(xs, x, num_tokens, k, c0);
-    __syncthreads();
-    if constexpr (D::kElems > 1)
-      accumulate_blocks<D, T>(xs, w, row_bytes, row0, n_out, k, c0, lane, acc);
-    else
-      accumulate_elems<D, T>(xs, w, row_bytes, row0, n_out, k, c0, lane, acc);
-    __syncthreads();  // the next tile overwrites xs
-  }
+  if constexpr (D::kElems > 1)
+    accumulate_blocks<D, T>(x, num_tokens, x_vec, w, row_bytes, row0, n_out, k, lane, acc);
+  else
+    accumulate_elems<D, T>(x, num_tokens, x_vec, w_vec, w, row_bytes, row0, n_out, k, lane, acc);
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
     if (row0 + r >= n_out) break;  // warp-uniform, so every lane joins the shuffles
@@ -165,21 +227,23 @@ __global__ void __launch_bounds__(kGemvWarps * kWarp)
   }
 }
 
-// Token counts are rounded up to 1, 2, 4 or 8 (padding tokens are zeros) to bound the instantiations.
+// Token counts are rounded up to 1, 2, 4 or 8 to bound the instantiations.
 template <class D>
 void launch_gemv(const float* x, int64_t num_tokens, int64_t k, const void* w, size_t row_bytes, int64_t n_out,
                  float* y, cudaStream_t stream) {
   const unsigned grid = unsigned((n_out + kRowsPerBlock - 1) / kRowsPerBlock);
   const auto* wb = static_cast<const char*>(w);
   const int nt = int(num_tokens);
+  const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && k % 4 == 0;
+  const bool w_vec = reinterpret_cast<uintptr_t>(w) % 16 == 0 && row_bytes % 16 == 0 && k % kVecElems == 0;
   if (nt == 1)
-    FLASHSERVE_LAUNCH(grid, kGemvWarps * kWarp, 0, stream, gemv_kernel<D, 1>)(x, nt, k, wb, row_bytes, n_out, y);
+    FLASHSERVE_LAUNCH(grid, kGemvWarps * kWarp, 0, stream, gemv_kernel<D, 1>)(x, nt, x_vec, w_vec, k, wb, row_bytes, n_out, y);
   else if (nt == 2)
-    FLASHSERVE_LAUNCH(grid, kGemvWarps * kWarp, 0, stream, gemv_kernel<D, 2>)(x, nt, k, wb, row_bytes, n_out, y);
+    FLASHSERVE_LAUNCH(grid, kGemvWarps * kWarp, 0, stream, gemv_kernel<D, 2>)(x, nt, x_vec, w_vec, k, wb, row_bytes, n_out, y);
   else if (nt <= 4)
-    FLASHSERVE_LAUNCH(grid, kGemvWarps * kWarp, 0, stream, gemv_kernel<D, 4>)(x, nt, k, wb, row_bytes, n_out, y);
+    FLASHSERVE_LAUNCH(grid, kGemvWarps * kWarp, 0, stream, gemv_kernel<D, 4>)(x, nt, x_vec, w_vec, k, wb, row_bytes, n_out, y);
   else
-    FLASHSERVE_LAUNCH(grid, kGemvWarps * kWarp, 0, stream, gemv_kernel<D, 8>)(x, nt, k, wb, row_bytes, n_out, y);
+    FLASHSERVE_LAUNCH(grid, kGemvWarps * kWarp, 0, stream, gemv_kernel<D, 8>)(x, nt, x_vec, w_vec, k, wb, row_bytes, n_out, y);
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
 static_assert(kGemvMaxTokens == 8, "launch_gemv instantiates token tiles up to 8");

@@ -57,7 +57,8 @@ struct Shape {
   int64_t k, n_out;
 };
 
-// k spanning one and several 1024-column tiles, and a partial tile, in whole blocks of the type.
+// k spanning one and several passes of a warp's lanes (1,024 columns of quantized rows, 256 of float
+// rows), and a partial pass, in whole blocks of the type.
 std::vector<Shape> shapes(DType t) {
   if (kernels::block_elems(t) == kernels::kSuperBlock) return {{512, 67}, {1536, 33}, {2304, 5}};
   return {{576, 67}, {1536, 33}, {2080, 5}};
@@ -92,7 +93,8 @@ void expect_matches(kernels::cuda::MatmulContext& ctx, std::mt19937& rng, DType 
 }
 
 // GEMV token counts (1, 3, 8: token tiles 1, 4 and 8) and cuBLASLt ones; odd n_out (a partly
-// filled last block of rows); k spanning one and several 1024-column tiles, and a partial tile.
+// filled last block of rows); k over one and several passes of the lanes, and a partial pass; float
+// rows with k not a multiple of 8 (the GEMV's one-column-at-a-time path).
 TEST_F(CudaMatmul, MatchesCpuAndReferenceOnBothPaths) {
   std::mt19937 rng(31);
   kernels::cuda::MatmulContext ctx;
