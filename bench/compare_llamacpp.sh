@@ -105,6 +105,9 @@ compare_one() {  # the rounds on $model, into $dir
   done
 
   "$py" bench/compare_llamacpp_report.py rounds "$dir" "$rounds" | tee "$dir/ratios.txt"
+  # The servers' logs are kept, compressed: at ~200 KB each they would crowd the working tree that a
+  # device call carries (scripts/device_bundle.sh).
+  for f in "$dir"/*.log; do [ -f "$f" ] && xz -9f "$f"; done
 }
 
 for model in "${models[@]}"; do

@@ -8,7 +8,8 @@
 #   part2  join the model, runner tests, generate CPU vs GPU, decode benchmark, serving load, kernels vs PyTorch
 #   big    Llama-3-8B-shaped models of random weights (bench/synthetic_gguf.py), Q4_0 then BF16, each
 #          served on the GPU under load at concurrency 1, 64 and 256
-#   suites join the model, then the server suites (OpenAI HTTP, gRPC, the binary's lifecycle) with every
+#   suites (as .device-3/run.sh, right after part2: its binaries come in .device-3) join the model, then
+#          the server suites (OpenAI HTTP, gRPC, the binary's lifecycle) with every
 #          model on the GPU (--device auto finds it)
 set -uo pipefail
 part=${1:-}
@@ -56,10 +57,14 @@ step() {
 }
 
 bundle=$(dirname "$0")
+untar() {  # ARCHIVE DIR
+  mkdir -p "$2"
+  tar -xJf "$1" -C "$2" 2>/dev/null || python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$1" "$2"
+}
 unpack() {
-  [ -x .device/bin/test_cuda_ops ] && return 0
-  tar -xJf "$bundle/device.tar.xz" 2>/dev/null ||
-    python3 -c "import tarfile; tarfile.open('$bundle/device.tar.xz').extractall('.')"
+  [ -x .device/bin/test_cuda_ops ] || untar "$bundle/device.tar.xz" .
+  [ -f "$bundle/suites.tar.xz" ] && [ ! -x .device/bin/test_http ] && untar "$bundle/suites.tar.xz" .device/bin
+  return 0
 }
 
 serve_load() {  # MODEL CONCURRENCY...: the server on the GPU, closed-loop load through its OpenAI API
