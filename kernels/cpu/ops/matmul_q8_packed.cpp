@@ -136,6 +136,9 @@ struct Ymm {
     const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(wa, xa), _mm256_maddubs_epi16(wb, xb));
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
+  // Unsigned w times signed x, adjacent products summed: int16 pairs (exact while they fit).
+  static I pairs(I w, I x) { return _mm256_maddubs_epi16(w, x); }
+  static I add16(I a, I b) { return _mm256_add_epi16(a, b); }
   static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
   static I mul32(I a, I b) { return _mm256_mullo_epi32(a, b); }
   static I madd16(I a, I b) { return _mm256_madd_epi16(a, b); }
@@ -159,7 +162,8 @@ struct Ymm {
 // them (with more tokens the accumulators would no longer fit in the registers). On a 2-core Zen 3
 // (AVX2 alone), decode of the 1B-shaped files, tokens/s, two rounds each: Q4_K_M 34 -> 47-55, Q6_K
 // 27-28 -> 34-36, Q8_0 21 -> 25-31, IQ4_XS 31-34 -> 41-44, SmolLM2 Q4_1 185-189 -> 224-231;
-// Q5_K_M 19 -> 18-19 (and 14.5 in a later run): whether Q5_K should keep eight rows a pass is open.
+// Q5_K_M 19 -> 18-19. Q5_K kept: with Q5_K alone on eight rows a pass, alternating in one run, the
+// pair gave 16.6 and 16.3 tokens/s against 13.7 and 14.9.
 struct YmmPair {
   struct I {
     __m256i a, b;
@@ -521,6 +525,62 @@ template <class B, class V>
   }
 }
 
+// Without VNNI (kVnni), for the formats that scale each half apart (Q6_K, Q3_K, Q2_K) and more than
+// one token: a chunk's products pass through int16 pairs (maddubs) before a madd widens them to
+// int32, and that madd takes the half's scale instead of ones. This spares two 32-bit multiplies a
+// token and the per-half sums that kept the tile's registers spilling, and adds in int16 as many
+// pairs as cannot overflow (kPairSums). The codes' bias comes off as -bias times the scales times
+// the halves' sums of q, one more madd. These are the other path's exact integers. Bounds: |x| <=
+// 127, every scale (times the bias too) fits in int16, a super-block's sum within 256 * 63 * 127 * 128.
+// Measured on a 2-core Zen 3, BM_MatmulPacked tokens:64, best of 15: Q6_K 8.50 -> 7.56 ms. Q4_K,
+// Q5_K and IQ4_XS (one scale a chunk, one multiply) gained nothing measurable and keep the other
+// path; so does a single token (YmmPair), which ran 2x slower this way.
+template <class B>
+constexpr int kMaxCode = std::is_same_v<B, BlockQ6_K> ? 63 : std::is_same_v<B, BlockQ3_K> ? 7 : 3;
+// Maddubs results of a half that add in int16 before a madd: the largest power of two (at most the
+// half's four) whose pair sums, of two products each, stay within 32767.
+template <class B>
+constexpr int kPairSums = [] {
+  const int fit = 32767 / (2 * kMaxCode<B> * 127);
+  int n = 1;
+  while (2 * n <= fit && 2 * n <= 4) n *= 2;
+  return n;
+}();
+
+// Two int32 lanes' low 16 bits as the int16 pair of one lane (the first low, the second high).
+template <class V>
+[[gnu::always_inline]] inline typename V::I int16_pair(typename V::I low, typename V::I high) {
+  return V::or_(V::and_(low, V::each_dword(0xffff)), V::template shl32<16>(high));
+}
+
+// sums[t] += the chunk's products with each token, times their halves' scales.
+template <class B, class V, int T>
+[[gnu::always_inline]] inline void add_scaled_halves(const Chunk<V>& k, const IntScales<V>& sc,
+                                                     const ActBlock* const (&x)[T], typename V::I (&sums)[T]) {
+  static_assert(kHalfScales<B> && !kSignedCodes<B>);
+  using I = typename V::I;
+  constexpr int kN = kPairSums<B>;
+  const I s_lo = int16_pair<V>(sc.lo, sc.lo), s_hi = int16_pair<V>(sc.hi, sc.hi);
+  if constexpr (kCodeBias<B> != 0) {
+    const I bias = V::each_dword(-kCodeBias<B>);
+    const I s_bias = int16_pair<V>(V::mul32(sc.lo, bias), V::mul32(sc.hi, bias));
+    for (int t = 0; t < T; ++t) sums[t] = V::add32(sums[t], V::madd16(s_bias, V::each_dword(half_pair(*x[t]))));
+  }
+  I lo[T], hi[T];  // pair sums of each half not yet widened
+  each_quad([&](auto v) {
+    const Quads<V> q = quads<B, V, v>(k);
+    for (int t = 0; t < T; ++t) {
+      const I pl = V::pairs(q.lo, x_quad<V>(*x[t], v)), ph = V::pairs(q.hi, x_quad<V>(*x[t], v + 4));
+      lo[t] = v % kN == 0 ? pl : V::add16(lo[t], pl);
+      hi[t] = v % kN == 0 ? ph : V::add16(hi[t], ph);
+      if constexpr ((v + 1) % kN == 0) {
+        sums[t] = V::add32(sums[t], V::madd16(lo[t], s_lo));
+        sums[t] = V::add32(sums[t], V::madd16(hi[t], s_hi));
+      }
+    }
+  });
+}
+
 // chunk_group_tile for the super-scaled formats: a super-block's chunk sums times their scales
 // (and minimums times the chunks' or halves' sums of q) in int32, then one fma each.
 template <class B, class V, int T>
@@ -540,11 +600,15 @@ void super_group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y,
       const IntScales<V> sc = int_scales<B, V>(p, c, row0);
       const ActBlock* x[T];
       for (int t = 0; t < T; ++t) x[t] = &a[t * nb + s + c];
-      I lo[T], hi[T];
-      chunk_sums<B, V, T>(k, x, lo, hi);
-      for (int t = 0; t < T; ++t) {
-        sums[t] = V::add32(sums[t], V::mul32(lo[t], sc.lo));
-        if constexpr (kHalves) sums[t] = V::add32(sums[t], V::mul32(hi[t], sc.hi));
+      if constexpr (kVnni || !kHalves || T == 1) {
+        I lo[T], hi[T];
+        chunk_sums<B, V, T>(k, x, lo, hi);
+        for (int t = 0; t < T; ++t) {
+          sums[t] = V::add32(sums[t], V::mul32(lo[t], sc.lo));
+          if constexpr (kHalves) sums[t] = V::add32(sums[t], V::mul32(hi[t], sc.hi));
+        }
+      } else {
+        add_scaled_halves<B, V, T>(k, sc, x, sums);
       }
     }
     if constexpr (kAffineK<B>) {
