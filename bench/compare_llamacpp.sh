@@ -107,7 +107,9 @@ compare_one() {  # the rounds on $model, into $dir
   "$py" bench/compare_llamacpp_report.py rounds "$dir" "$rounds" | tee "$dir/ratios.txt"
   # The servers' logs are kept, compressed: at ~200 KB each they would crowd the working tree that a
   # device call carries (scripts/device_bundle.sh).
-  for f in "$dir"/*.log; do [ -f "$f" ] && xz -9f "$f"; done
+  for f in "$dir"/*.log; do
+    if [ -f "$f" ]; then xz -9f "$f"; fi
+  done
 }
 
 for model in "${models[@]}"; do
