@@ -533,9 +533,9 @@ template <class B, class V>
 // the halves' sums of q, one more madd. These are the other path's exact integers. Bounds: |x| <=
 // 127, every scale (times the bias too) fits in int16, a super-block's sum within 256 * 63 * 127 * 128.
 // Measured on a 2-core Zen 3, BM_MatmulPacked k:5632 tokens:64, best of 15: Q6_K 8.55 -> 7.02 ms,
-// Q2_K 9.58 -> 7.03, Q3_K 7.85 -> 7.76. Q4_K,
-// Q5_K and IQ4_XS (one scale a chunk, one multiply) gained nothing measurable and keep the other
-// path; so does a single token (YmmPair), which ran 2x slower this way.
+// Q2_K 9.58 -> 7.03, Q3_K 7.85 -> 7.76. Q4_K, Q5_K and IQ4_XS (one scale a chunk, one multiply)
+// gained nothing measurable and keep the other path; so does a single token (YmmPair), which ran
+// 2x slower this way.
 template <class B>
 constexpr int kMaxCode = std::is_same_v<B, BlockQ6_K> ? 63 : std::is_same_v<B, BlockQ3_K> ? 7 : 3;
 // Maddubs results of a half that add in int16 before a madd: the largest power of two (at most the
