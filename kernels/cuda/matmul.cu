@@ -34,6 +34,25 @@ void check_lt(cublasStatus_t status, const char* call) {
 
 // ---- Weight decoding: quantized types in quant_decode.cuh (shared with the embedding gather) ----
 
+// p[0 .. N-1]; vec: p is 16-byte aligned, so N / 4 float4 loads do.
+template <int N>
+__device__ __forceinline__ void load_floats(const float* __restrict__ p, bool vec, float (&v)[N]) {
+  static_assert(N % 4 == 0);
+  if (vec) {
+#pragma unroll
+    for (int q = 0; q < N / 4; ++q) {
+      const float4 f = __ldg(reinterpret_cast<const float4*>(p) + q);
+      v[4 * q] = f.x;
+      v[4 * q + 1] = f.y;
+      v[4 * q + 2] = f.z;
+      v[4 * q + 3] = f.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = __ldg(p + i);
+  }
+}
+
 // Float-typed rows: element i of a row (any k, so no block structure to rely on), and eight
 // consecutive ones from a 16-byte aligned address.
 constexpr int kVecElems = 8;
@@ -41,9 +60,7 @@ struct F32Elem {
   static constexpr int kElems = 1;
   __device__ static float load(const char* row, int64_t i) { return __ldg(reinterpret_cast<const float*>(row) + i); }
   __device__ static void load8(const char* row, int64_t i, float (&w)[kVecElems]) {
-    const auto* p = reinterpret_cast<const float4*>(reinterpret_cast<const float*>(row) + i);
-    const float4 a = __ldg(p), b = __ldg(p + 1);
-    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+    load_floats(reinterpret_cast<const float*>(row) + i, true, w);
   }
 };
 // The eight 16-bit values at row + 2 i, as four little-endian pairs.
@@ -94,23 +111,6 @@ constexpr int kGemvWarps = 4;
 constexpr int kRowsPerWarp = 2;
 constexpr int kRowsPerBlock = kGemvWarps * kRowsPerWarp;
 
-// x[0..31] of one chunk; vec: p is 16-byte aligned, so eight float4 loads do.
-__device__ __forceinline__ void load_x_chunk(const float* __restrict__ p, bool vec, float (&xv)[kGroup]) {
-  if (vec) {
-#pragma unroll
-    for (int q = 0; q < kGroup / 4; ++q) {
-      const float4 v = __ldg(reinterpret_cast<const float4*>(p) + q);
-      xv[4 * q] = v.x;
-      xv[4 * q + 1] = v.y;
-      xv[4 * q + 2] = v.z;
-      xv[4 * q + 3] = v.w;
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < kGroup; ++i) xv[i] = __ldg(p + i);
-  }
-}
-
 template <class D, int T>
 __device__ void accumulate_blocks(const float* __restrict__ x, int num_tokens, bool x_vec, const char* __restrict__ w,
                                   size_t row_bytes, int64_t row0, int64_t n_out, int64_t k, int lane,
@@ -133,7 +133,7 @@ __device__ void accumulate_blocks(const float* __restrict__ x, int num_tokens, b
     for (int t = 0; t < T; ++t) {
       if (t >= num_tokens) break;  // uniform: padding tokens are neither read nor stored
       float xv[kGroup];
-      load_x_chunk(x + t * k + group * kGroup, x_vec, xv);
+      load_floats(x + t * k + group * kGroup, x_vec, xv);
 #pragma unroll
       for (int i = 0; i < kGroup; ++i) {
 #pragma unroll
@@ -165,15 +165,8 @@ __device__ void accumulate_elems(const float* __restrict__ x, int num_tokens, bo
 #pragma unroll
       for (int t = 0; t < T; ++t) {
         if (t >= num_tokens) break;
-        const float* xp = x + t * k + col;
         float xv[kVecElems];
-        if (x_vec) {
-          const float4 a = __ldg(reinterpret_cast<const float4*>(xp)), b = __ldg(reinterpret_cast<const float4*>(xp) + 1);
-          xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w, xv[4] = b.x, xv[5] = b.y, xv[6] = b.z, xv[7] = b.w;
-        } else {
-#pragma unroll
-          for (int i = 0; i < kVecElems; ++i) xv[i] = __ldg(xp + i);
-        }
+        load_floats(x + t * k + col, x_vec, xv);
 #pragma unroll
         for (int i = 0; i < kVecElems; ++i) {
 #pragma unroll

@@ -133,8 +133,7 @@ struct Ymm {
   // add_sums of two quads at once, without VNNI: their int16 pair sums add before widening (exact
   // for codes of at most 63: four products of at most 63 * 127).
   static I add_sums2(I acc, I wa, I xa, I wb, I xb) {
-    const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(wa, xa), _mm256_maddubs_epi16(wb, xb));
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(add16(pairs(wa, xa), pairs(wb, xb)), _mm256_set1_epi16(1)));
   }
   // Unsigned w times signed x, adjacent products summed: int16 pairs (exact while they fit).
   static I pairs(I w, I x) { return _mm256_maddubs_epi16(w, x); }
@@ -536,17 +535,11 @@ template <class B, class V>
 // Q2_K 9.58 -> 7.03, Q3_K 7.85 -> 7.76. Q4_K, Q5_K and IQ4_XS (one scale a chunk, one multiply)
 // gained nothing measurable and keep the other path; so does a single token (YmmPair), which ran
 // 2x slower this way.
+// Maddubs results of a half that add in int16 before a madd, each a pair of products of a code and
+// an activation: Q6_K's codes of up to 63 allow two (2 * 2 * 63 * 127 <= 32767), Q3_K's (7) and
+// Q2_K's (3) all four of the half.
 template <class B>
-constexpr int kMaxCode = std::is_same_v<B, BlockQ6_K> ? 63 : std::is_same_v<B, BlockQ3_K> ? 7 : 3;
-// Maddubs results of a half that add in int16 before a madd: the largest power of two (at most the
-// half's four) whose pair sums, of two products each, stay within 32767.
-template <class B>
-constexpr int kPairSums = [] {
-  const int fit = 32767 / (2 * kMaxCode<B> * 127);
-  int n = 1;
-  while (2 * n <= fit && 2 * n <= 4) n *= 2;
-  return n;
-}();
+constexpr int kPairSums = std::is_same_v<B, BlockQ6_K> ? 2 : 4;
 
 // Two int32 lanes' low 16 bits as the int16 pair of one lane (the first low, the second high).
 template <class V>
