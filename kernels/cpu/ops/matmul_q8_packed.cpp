@@ -291,8 +291,8 @@ template <class B, class V>
   k.d = k.off = V::zero();
   k.highs = nullptr;
   if constexpr (kAffineK<B>) {
-    k.codes = p + q4k::kCodesAt + q4k::kChunkCodes * c;
-    if constexpr (std::is_same_v<B, BlockQ5_K>) k.highs = p + q4k::kHighsAt + q4k::kChunkHighs * c + 4 * row0;
+    k.codes = p + q4k::codes_at(kFifthBit<B>, c);
+    if constexpr (kFifthBit<B>) k.highs = k.codes + q4k::kChunkCodes + 4 * row0;
   } else if constexpr (std::is_same_v<B, BlockQ2_K>) {
     k.codes = p + q2k::kChunksAt + q8_packed::kChunkCrumbs * c;
   } else if constexpr (std::is_same_v<B, BlockQ3_K>) {
@@ -446,14 +446,6 @@ void prefetch_ahead(const uint8_t* g, int64_t b) {
   constexpr size_t kChunkBytes = q8_packed::kPackedBlockBytes<B> / q8_packed::kChunksPerBlock<B>;
   const auto* ahead = reinterpret_cast<const char*>(g + size_t(b) * kChunkBytes + 1024);
   for (size_t line = 0; line < kChunkBytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
-  // Q5_K's fifth bits lie past its super-block's codes, where that lead reaches only by the fifth
-  // chunk: the next super-block's are asked for as this one starts (decode 26 -> 27.6 tokens/s).
-  if constexpr (std::is_same_v<B, BlockQ5_K>) {
-    if (b % 8 == 0) {
-      const auto* highs = reinterpret_cast<const char*>(packed_block<B>(g, b + 8) + q4k::kHighsAt);
-      for (size_t line = 0; line < 8 * q4k::kChunkHighs; line += 64) _mm_prefetch(highs + line, _MM_HINT_T0);
-    }
-  }
 }
 
 // Chunk k's exact integer sums against each of T tokens' activation blocks x (kHalfScales: each
@@ -713,8 +705,8 @@ void super_dot_scalar(const uint8_t* g, int64_t s, int r, const ActBlock* a, flo
     if constexpr (kAffineK<B>) {
       scale[0] = scale[1] = p[q4k::kScalesAt + kRows * c + r];
       minimum[0] = minimum[1] = p[q4k::kMinsAt + kRows * c + r];
-      codes = p + q4k::kCodesAt + q4k::kChunkCodes * c;
-      if constexpr (std::is_same_v<B, BlockQ5_K>) highs = p + q4k::kHighsAt + q4k::kChunkHighs * c;
+      codes = p + q4k::codes_at(kFifthBit<B>, c);
+      if constexpr (kFifthBit<B>) highs = codes + q4k::kChunkCodes;
     } else if constexpr (std::is_same_v<B, BlockQ2_K>) {
       for (int h = 0; h < 2; ++h) {
         const uint8_t sm = p[q2k::kScalesAt + kRows * (2 * c + h) + r];
