@@ -97,8 +97,12 @@ constexpr size_t kChunkHighs = kRows * 4;
 constexpr size_t kQ5ChunkBytes = kChunkCodes + kChunkHighs;
 constexpr size_t kQ5GroupSuperBlock = kCodesAt + 8 * kQ5ChunkBytes;
 static_assert(kQ5GroupSuperBlock == kRows * (sizeof(BlockQ5_K) + 4));
-// Where chunk c's nibble vectors start in Q4_K's super-block, or in Q5_K's (fifth_bits).
-constexpr size_t codes_at(bool fifth_bits, int c) { return kCodesAt + (fifth_bits ? kQ5ChunkBytes : kChunkCodes) * size_t(c); }
+// Where chunk c's nibble vectors start in a Q4_K or Q5_K super-block, and where Q5_K's fifth bits do.
+template <class Block>
+constexpr size_t codes_at(int c) {
+  return kCodesAt + (std::is_same_v<Block, BlockQ5_K> ? kQ5ChunkBytes : kChunkCodes) * size_t(c);
+}
+constexpr size_t highs_at(int c) { return codes_at<BlockQ5_K>(c) + kChunkCodes; }
 constexpr int high_bit(int e) { return e % 16 / 4 + 4 * (e / 16); }
 }  // namespace q4k
 

@@ -91,11 +91,10 @@ void pack_k_groups(const Block* w, int64_t n_out, int64_t nsb, uint8_t* out) {
       const ScaleMin sm = k_scale_min(src.scales, c);
       p[q4k::kScalesAt + kRows * c + r] = uint8_t(sm.sc);
       p[q4k::kMinsAt + kRows * c + r] = uint8_t(sm.m);
-      constexpr bool kFifthBits = std::is_same_v<Block, BlockQ5_K>;
-      uint8_t* codes = p + q4k::codes_at(kFifthBits, c);
-      put_nibbles(codes, r, [&](int e) { return (src.qs[32 * (c / 2) + e] >> (4 * (c % 2))) & 0x0f; });
-      if constexpr (kFifthBits) {
-        put_fifth_bits(codes + q4k::kChunkCodes, r, [&](int e) { return (src.qh[e] >> c) & 1; });
+      put_nibbles(p + q4k::codes_at<Block>(c), r,
+                  [&](int e) { return (src.qs[32 * (c / 2) + e] >> (4 * (c % 2))) & 0x0f; });
+      if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+        put_fifth_bits(p + q4k::highs_at(c), r, [&](int e) { return (src.qh[e] >> c) & 1; });
       }
     }
   });

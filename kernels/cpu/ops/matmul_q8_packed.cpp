@@ -291,8 +291,8 @@ template <class B, class V>
   k.d = k.off = V::zero();
   k.highs = nullptr;
   if constexpr (kAffineK<B>) {
-    k.codes = p + q4k::codes_at(kFifthBit<B>, c);
-    if constexpr (kFifthBit<B>) k.highs = k.codes + q4k::kChunkCodes + 4 * row0;
+    k.codes = p + q4k::codes_at<B>(c);
+    if constexpr (kFifthBit<B>) k.highs = p + q4k::highs_at(c) + 4 * row0;
   } else if constexpr (std::is_same_v<B, BlockQ2_K>) {
     k.codes = p + q2k::kChunksAt + q8_packed::kChunkCrumbs * c;
   } else if constexpr (std::is_same_v<B, BlockQ3_K>) {
@@ -705,8 +705,8 @@ void super_dot_scalar(const uint8_t* g, int64_t s, int r, const ActBlock* a, flo
     if constexpr (kAffineK<B>) {
       scale[0] = scale[1] = p[q4k::kScalesAt + kRows * c + r];
       minimum[0] = minimum[1] = p[q4k::kMinsAt + kRows * c + r];
-      codes = p + q4k::codes_at(kFifthBit<B>, c);
-      if constexpr (kFifthBit<B>) highs = codes + q4k::kChunkCodes;
+      codes = p + q4k::codes_at<B>(c);
+      if constexpr (kFifthBit<B>) highs = p + q4k::highs_at(c);
     } else if constexpr (std::is_same_v<B, BlockQ2_K>) {
       for (int h = 0; h < 2; ++h) {
         const uint8_t sm = p[q2k::kScalesAt + kRows * (2 * c + h) + r];
