@@ -198,29 +198,29 @@ BENCHMARK(BM_PagedAttention)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
-// Reads a buffer far larger than the caches on the kernel threads (Split::Even, as the matmuls
-// split their rows), summing it so no read is skipped. Arg: MiB.
+// Reads a buffer far larger than the caches on the kernel threads in runs of pieces (Split::Runs,
+// as the matmuls split their rows), summing it so no read is skipped. Arg: MiB.
 void BM_ReadBandwidth(benchmark::State& state) {
+  constexpr size_t kPieces = 256;
   const size_t words = size_t(state.range(0)) << 17;  // 8-byte words per MiB
   std::vector<uint64_t> data(words, 1);
-  const int threads = num_threads();
   struct Job {
     const uint64_t* data;
-    size_t words, threads;
-    std::vector<uint64_t> sums;  // thread t's at 8 t: a cache line each
-  } job{data.data(), words, size_t(threads), std::vector<uint64_t>(8 * size_t(threads))};
+    size_t words;
+    std::vector<uint64_t> sums;  // piece p's at 8 p: a cache line each
+  } job{data.data(), words, std::vector<uint64_t>(8 * kPieces)};
   for (auto _ : state) {
     run_parallel(
-        threads,
+        int64_t(kPieces),
         [](void* ctx, int64_t begin, int64_t end) {
           auto& j = *static_cast<Job*>(ctx);
-          for (int64_t t = begin; t < end; ++t) {
+          for (int64_t p = begin; p < end; ++p) {
             uint64_t s = 0;
-            for (size_t i = j.words * size_t(t) / j.threads; i < j.words * size_t(t + 1) / j.threads; ++i) s += j.data[i];
-            j.sums[8 * size_t(t)] = s;
+            for (size_t i = j.words * size_t(p) / kPieces; i < j.words * size_t(p + 1) / kPieces; ++i) s += j.data[i];
+            j.sums[8 * size_t(p)] = s;
           }
         },
-        &job, Split::Even);
+        &job, Split::Runs);
     benchmark::DoNotOptimize(job.sums.data());
   }
   state.SetBytesProcessed(state.iterations() * int64_t(words * sizeof(uint64_t)));

@@ -214,7 +214,7 @@ inline void prefetch_rows(const char* p, size_t bytes) {
   for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off);
 }
 
-// Threads take contiguous runs of R-row groups (Split::Even); the < R leftover rows follow.
+// Threads take contiguous runs of R-row groups (Split::Runs); the < R leftover rows follow.
 template <class D, int R>
 void matmul_rows(const float* x, int64_t num_tokens, int64_t k, const char* w, size_t rb,
                  int64_t n_out, float* y) {

@@ -10,8 +10,12 @@ namespace flashserve::kernels {
 
 using RangeFn = void (*)(void* ctx, int64_t begin, int64_t end);
 enum class Split {
-  Even,      // thread t of T takes items [n t / T, n (t + 1) / T): neighbouring rows stay together
-  OneByOne,  // threads take the next item as they finish one: for items of uneven cost
+  // Threads take the next contiguous run of about n / (8 T) items as they finish one: neighbouring
+  // rows stay together, and a core that is slower for the moment (another process on it, the HTTP
+  // threads under load, a VM's neighbour) takes fewer runs instead of holding the others up at the
+  // end of every op, as one fixed share per thread did.
+  Runs,
+  OneByOne,  // runs of one item: for items of uneven cost
 };
 // Calls fn over [0, n) on the pool's threads, the caller's included, and returns when all are done.
 // Runs everything on the caller when the pool has one thread, when called from inside a pool job,
@@ -20,8 +24,8 @@ void run_parallel(int64_t n, RangeFn fn, void* ctx, Split split);
 
 namespace FLASHSERVE_ISA {
 
-// body(begin, end) over [0, n), split evenly; run on the caller alone when !worth_splitting (the
-// work is too small to repay waking the other threads).
+// body(begin, end) over contiguous runs covering [0, n) once; run on the caller alone when
+// !worth_splitting (the work is too small to repay waking the other threads).
 template <class Body>
 void parallel_for(int64_t n, const Body& body, bool worth_splitting = true) {
   if (!worth_splitting || n <= 1) {
@@ -30,7 +34,7 @@ void parallel_for(int64_t n, const Body& body, bool worth_splitting = true) {
   }
   run_parallel(
       n, [](void* ctx, int64_t begin, int64_t end) { (*static_cast<const Body*>(ctx))(begin, end); },
-      const_cast<Body*>(&body), Split::Even);
+      const_cast<Body*>(&body), Split::Runs);
 }
 
 // body(i) for each i in [0, n), handed out one at a time.

@@ -39,7 +39,7 @@ void for_each_group_block(const Block* w, int64_t n_out, int64_t blocks, uint8_t
           }
         }
       },
-      &job, Split::Even);
+      &job, Split::Runs);
 }
 
 // Row r's 32 nibbles (code(e), e = 0..31) into a block's nibble vectors.

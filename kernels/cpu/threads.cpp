@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -43,12 +44,16 @@ constexpr auto kSpin = std::chrono::microseconds(200);
 
 inline void cpu_relax() { __builtin_ia32_pause(); }
 
+// Split::Runs: runs per thread. More balance the threads' finishing times more finely (to within
+// 1/8 of a thread's share) for one atomic add per run.
+constexpr int64_t kRunsPerThread = 8;
+
 thread_local bool in_pool_job = false;
 
 class Pool {
  public:
   explicit Pool(int threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
   }
   ~Pool() {
     stop_.store(true);
@@ -70,7 +75,7 @@ class Pool {
     running_.store(int(workers_.size()), std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
     generation_.notify_all();  // a system call only when some worker sleeps
-    share(0);
+    share();
     // The caller's share is done; the others finish about now, so poll (yielding if one was preempted).
     for (int i = 0; running_.load(std::memory_order_acquire) != 0; ++i) {
       if (i < 4096) cpu_relax(); else std::this_thread::yield();
@@ -82,18 +87,15 @@ class Pool {
     RangeFn fn = nullptr;
     void* ctx = nullptr;
     int64_t n = 0;
-    Split split = Split::Even;
+    Split split = Split::Runs;
   };
 
-  void share(int index) {
+  void share() {
     in_pool_job = true;
     const Job& j = job_;
-    if (j.split == Split::Even) {
-      const int64_t threads = size(), begin = j.n * index / threads, end = j.n * (index + 1) / threads;
-      if (begin < end) j.fn(j.ctx, begin, end);
-    } else {
-      for (int64_t i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < j.n;) j.fn(j.ctx, i, i + 1);
-    }
+    const int64_t runs = kRunsPerThread * size();
+    const int64_t run = j.split == Split::OneByOne ? 1 : (j.n + runs - 1) / runs;
+    for (int64_t i; (i = next_.fetch_add(run, std::memory_order_relaxed)) < j.n;) j.fn(j.ctx, i, std::min(i + run, j.n));
     in_pool_job = false;
   }
 
@@ -112,12 +114,12 @@ class Pool {
     }
   }
 
-  void work(int index) {
+  void work() {
     uint32_t seen = 0;
     for (;;) {
       seen = next_generation(seen);
       if (stop_.load()) return;
-      share(index);
+      share();
       running_.fetch_sub(1, std::memory_order_acq_rel);
     }
   }

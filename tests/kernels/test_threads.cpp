@@ -5,10 +5,12 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -75,7 +77,7 @@ std::vector<int> coverage(int64_t n, Split split) {
 TEST(Threads, EveryItemRunsExactlyOnce) {
   for (int threads : {1, 2, 3, 8}) {
     set_num_threads(threads);
-    for (Split split : {Split::Even, Split::OneByOne}) {
+    for (Split split : {Split::Runs, Split::OneByOne}) {
       for (int64_t n : {0, 1, 2, 5, 7, 64, 1001}) {
         SCOPED_TRACE(std::to_string(threads) + " threads, n " + std::to_string(n));
         EXPECT_EQ(coverage(n, split), std::vector<int>(size_t(n), 1));
@@ -85,21 +87,68 @@ TEST(Threads, EveryItemRunsExactlyOnce) {
   set_num_threads(0);
 }
 
-TEST(Threads, EvenSplitGivesEachThreadOneContiguousRun) {
-  set_num_threads(3);
-  std::vector<std::pair<int64_t, int64_t>> runs(8, {-1, -1});
-  std::atomic<int> count{0};
-  struct Ctx { std::vector<std::pair<int64_t, int64_t>>* runs; std::atomic<int>* count; } ctx{&runs, &count};
+// The runs a body is handed, in the order they were taken, and by which thread.
+struct Taken {
+  std::mutex m;
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  std::vector<std::thread::id> by;
+  void add(int64_t begin, int64_t end) {
+    std::lock_guard<std::mutex> lock(m);
+    runs.push_back({begin, end});
+    by.push_back(std::this_thread::get_id());
+  }
+};
+
+TEST(Threads, RunsAreContiguousAndCoverEveryItemOnce) {
+  set_num_threads(2);
+  Taken taken;
   run_parallel(
-      10,
+      1000, [](void* c, int64_t begin, int64_t end) { static_cast<Taken*>(c)->add(begin, end); }, &taken, Split::Runs);
+  std::sort(taken.runs.begin(), taken.runs.end());
+  ASSERT_EQ(taken.runs.size(), 16u);  // eight runs a thread
+  for (size_t i = 0; i < taken.runs.size(); ++i) {
+    EXPECT_EQ(taken.runs[i].first, int64_t(63 * i));
+    EXPECT_EQ(taken.runs[i].second, std::min<int64_t>(63 * int64_t(i + 1), 1000));
+  }
+  set_num_threads(0);
+}
+
+// A thread held up (here: the caller's first run waits until everything else is done) leaves its
+// share to the others instead of keeping a fixed half of the items, which would wait on it.
+TEST(Threads, AHeldUpThreadLeavesTheRestToTheOthers) {
+  set_num_threads(2);
+  struct Ctx {
+    Taken taken;
+    std::thread::id caller = std::this_thread::get_id();
+    std::atomic<int64_t> done_elsewhere{0};
+    std::atomic<bool> caller_started{false};
+  } ctx;
+  constexpr int64_t kItems = 64;  // runs of four
+  run_parallel(
+      kItems,
       [](void* c, int64_t begin, int64_t end) {
         auto& x = *static_cast<Ctx*>(c);
-        (*x.runs)[size_t(x.count->fetch_add(1))] = {begin, end};
+        x.taken.add(begin, end);
+        // The waits are bounded so that a fixed split fails the expectations below rather than hanging.
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        if (std::this_thread::get_id() != x.caller) {
+          // (so that the caller has taken its first run before the others take them all)
+          while (!x.caller_started.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+          x.done_elsewhere.fetch_add(end - begin);
+          return;
+        }
+        x.caller_started.store(true);
+        while (x.done_elsewhere.load() < kItems - (end - begin) && std::chrono::steady_clock::now() < give_up) {
+          std::this_thread::yield();
+        }
       },
-      &ctx, Split::Even);
-  runs.resize(size_t(count.load()));
-  std::sort(runs.begin(), runs.end());
-  EXPECT_EQ(runs, (std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 6}, {6, 10}}));
+      &ctx, Split::Runs);
+  int64_t by_caller = 0;
+  for (size_t i = 0; i < ctx.taken.runs.size(); ++i) {
+    if (ctx.taken.by[i] == ctx.caller) by_caller += ctx.taken.runs[i].second - ctx.taken.runs[i].first;
+  }
+  EXPECT_EQ(by_caller, 4);
+  EXPECT_EQ(ctx.done_elsewhere.load(), kItems - 4);
   set_num_threads(0);
 }
 
@@ -110,7 +159,7 @@ TEST(Threads, CallersOnSeveralThreadsAndNestedCallsAllComplete) {
   for (int c = 0; c < 4; ++c) {
     callers.emplace_back([&] {
       for (int round = 0; round < 200; ++round) {
-        if (coverage(37, round % 2 ? Split::Even : Split::OneByOne) != std::vector<int>(37, 1)) wrong.fetch_add(1);
+        if (coverage(37, round % 2 ? Split::Runs : Split::OneByOne) != std::vector<int>(37, 1)) wrong.fetch_add(1);
       }
     });
   }
@@ -124,10 +173,10 @@ TEST(Threads, CallersOnSeveralThreadsAndNestedCallsAllComplete) {
         for (int64_t i = begin; i < end; ++i) {
           run_parallel(
               5, [](void* c, int64_t b, int64_t e) { static_cast<std::atomic<int>*>(c)->fetch_add(int(e - b)); }, ctx,
-              Split::Even);
+              Split::Runs);
         }
       },
-      &inner, Split::Even);
+      &inner, Split::Runs);
   EXPECT_EQ(inner.load(), 20);
   set_num_threads(0);
 }
@@ -141,7 +190,7 @@ double cpu_seconds() {
 // Four workers that kept polling would burn ~0.8 s of CPU in these 200 ms; sleeping ones, nothing.
 TEST(Threads, IdleWorkersSleep) {
   set_num_threads(5);
-  EXPECT_EQ(coverage(100, Split::Even), std::vector<int>(100, 1));
+  EXPECT_EQ(coverage(100, Split::Runs), std::vector<int>(100, 1));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the workers' polling window
   const double before = cpu_seconds();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
