@@ -44,8 +44,8 @@ constexpr auto kSpin = std::chrono::microseconds(200);
 
 inline void cpu_relax() { __builtin_ia32_pause(); }
 
-// Split::Runs: runs per thread. More balance the threads' finishing times more finely (to within
-// 1/8 of a thread's share) for one atomic add per run.
+// Split::Runs: runs per thread. More runs even out the threads' finishing times more finely (to
+// within 1/8 of a thread's share here), at one atomic add a run.
 constexpr int64_t kRunsPerThread = 8;
 
 thread_local bool in_pool_job = false;
