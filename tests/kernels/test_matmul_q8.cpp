@@ -425,6 +425,37 @@ TEST(MatmulQ8, PackedRowsGiveTheSameBits) {
   EXPECT_THROW(pack_rows_for_q8(w.data(), DType::Q8_K, 1, 256, y.data()), std::invalid_argument);
 }
 
+// The packed tiles add maddubs results in int16 as far as the largest codes times the largest
+// activations allow (kRun, kQuadsInInt16 and kPairSums in matmul_q8_packed.cpp): blocks of one byte
+// repeated put every code, scale and minimum at an extreme, against activations all +127 or all
+// -127, which any longer run would overflow. 70 tokens: a block of 64 (codes unpacked once for all
+// of them), then tiles of 4 and 2.
+TEST(MatmulQ8, PackedRowsAtTheExtremesOfCodesAndActivations) {
+  constexpr int64_t n_out = 16, nt = 70;
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::Q2_K,
+                  DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
+    const int64_t blocks = 3, k = blocks * block_elems(t);
+    const size_t bb = size_t(block_bytes(t));
+    for (uint8_t fill : {0x00, 0x7f, 0x80, 0x81, 0xff}) {
+      std::vector<uint8_t> w(bb * size_t(n_out * blocks), fill);
+      const uint16_t one = 0x3c00;  // f16 1.0 in every scale field
+      for (int64_t b = 0; b < n_out * blocks; ++b) {
+        for (size_t off : scale_offsets(t)) std::memcpy(w.data() + size_t(b) * bb + off, &one, 2);
+      }
+      std::vector<uint8_t> packed(q8_packed_bytes(t, n_out, k));
+      pack_rows_for_q8(w.data(), t, n_out, k, packed.data());
+      for (float sign : {1.0f, -1.0f}) {
+        const std::vector<float> x(size_t(nt * k), 3.0f * sign);
+        const auto want = run_q8(x, nt, k, w, t, n_out);
+        std::vector<float> got(want.size(), NAN);
+        matmul_q8_packed(x.data(), nt, k, packed.data(), t, n_out, got.data());
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+            << dtype_name(t) << " bytes 0x" << std::hex << int(fill) << std::dec << " activations " << sign * 127;
+      }
+    }
+  }
+}
+
 TEST(MatmulQ8, RefusesFloatFormatsAndPartialBlocks) {
   std::vector<float> x(512), y(1);
   std::vector<uint8_t> w(4096);

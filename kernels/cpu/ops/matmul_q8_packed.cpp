@@ -105,6 +105,7 @@ struct Ymm {
   using F = __m256;
   static constexpr int kLanes = 8;
   static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static void store_bytes(uint8_t* p, I v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
   static F halves(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   template <bool kSigned>
   static I ints(const uint8_t* p) {
@@ -475,10 +476,82 @@ template <class B, class V, int T>
   });
 }
 
+// Without VNNI, from kUnpackFrom tokens on, eight rows' codes are unpacked once for every token of
+// a block (unpack_codes, into a buffer of the thread's) rather than once for every tile of four:
+// chunk c's quad vectors i = 0..7 (elements 4 i .. 4 i + 3 of each row as quads() gives them, the
+// first half's, then the second's) at c * kUnpackedChunk + 32 i. The tile then only multiplies and
+// adds: maddubs results add up in int16 over runs of kRun vectors, then one madd by the run's scale
+// (ones where the scale is a float's) widens them. The same integers as the other paths, so the
+// same bits. Against unpacking in the tile, on the 2-core Zen 3, BM_MatmulPacked n_out 2048 k 5632,
+// 64 tokens, best of 15 alternating: Q4_K 6000 -> 5124 us, Q5_K 6874 -> 5571, Q6_K 7097 -> 5584,
+// IQ4_XS 8987 -> 8387; prefill of 512 tokens of the 1B-shaped files, tokens/s: Q6_K 88-103 ->
+// 114-135, Q5_K_M 86-101 -> 112-121, Q4_K_M 96-121 -> 130-141, IQ4_XS 74-82 -> 85-94, Q8_0 73-76 ->
+// 77-79. llvm-mca (znver3) counts a four-token chunk of Q6_K 51 -> 36 cycles, Q4_K 34 -> 27.
+constexpr size_t kUnpackedChunk = 8 * sizeof(__m256i);
+
+// The largest unsigned code of a format; its maddubs results are pairs of products with activations
+// of at most 127.
+template <class B>
+constexpr int kMaxCode = std::is_same_v<B, BlockQ6_K>                                          ? 63
+                         : kFifthBit<B>                                                        ? 31
+                         : std::is_same_v<B, BlockQ3_K>                                        ? 7
+                         : std::is_same_v<B, BlockQ2_K>                                        ? 3
+                                                                                               : 15;
+// Signed codes (the sign trick, a pair of products up to 2 * 127 * 127) one vector a run; within a
+// half where halves scale apart.
+template <class B>
+constexpr int kRun = kSignedCodes<B> ? 1 : std::min(kHalfScales<B> ? 4 : 8, 32767 / (2 * 127 * kMaxCode<B>));
+
+// Chunks 0 .. nb - 1 of rows row0 .. row0 + 7 of group g.
+template <class B>
+void unpack_codes(const uint8_t* g, int64_t nb, int row0, uint8_t* out) {
+  for (int64_t b = 0; b < nb; ++b, out += kUnpackedChunk) {
+    const Chunk<Ymm> k = chunk_at<B, Ymm>(g, b, row0);
+    each_quad([&](auto v) {
+      const Quads<Ymm> q = quads<B, Ymm, v>(k);
+      Ymm::store_bytes(out + sizeof(__m256i) * v, q.lo);
+      Ymm::store_bytes(out + sizeof(__m256i) * (v + 4), q.hi);
+    });
+  }
+}
+
+// sums[t] += the unpacked chunk at u times token t's activations, each run times its scale (the
+// int16 pairs s_lo for the first half, s_hi for the second). The empty asm statements keep GCC from
+// reassociating a run's adds into a tree whose partial sums spill (Q4_K's chunk: 45 cycles
+// without them in llvm-mca, 27 with).
+template <class B, int T>
+[[gnu::always_inline]] inline void add_unpacked(const uint8_t* u, __m256i s_lo, __m256i s_hi,
+                                                const ActBlock* const (&x)[T], __m256i (&sums)[T]) {
+  constexpr int R = kRun<B>;
+#pragma GCC unroll 8
+  for (int r = 0; r < 8 / R; ++r) {
+    __m256i run[T];
+#pragma GCC unroll 8
+    for (int i = r * R; i < (r + 1) * R; ++i) {
+      const __m256i w = Ymm::load(u + sizeof(__m256i) * i);
+      const __m256i aw = kSignedCodes<B> ? Ymm::sign(w, w) : w;
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const __m256i xq = x_quad<Ymm>(*x[t], i);
+        const __m256i p = Ymm::pairs(aw, kSignedCodes<B> ? Ymm::sign(xq, w) : xq);
+        run[t] = i == r * R ? p : Ymm::add16(run[t], p);
+        asm("" : "+v"(run[t]));
+      }
+    }
+    const __m256i scale = r * R < 4 ? s_lo : s_hi;
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      sums[t] = Ymm::add32(sums[t], Ymm::madd16(run[t], scale));
+      asm("" : "+v"(sums[t]));
+    }
+  }
+}
+
 // T tokens (t = 0 .. T-1 of a) against the group's rows row0 .. row0 + rows - 1 (one vector's),
 // one fma per chunk.
-template <class B, class V, int T>
-void chunk_group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y, int64_t n_out, int row0, int rows) {
+template <class B, class V, int T, bool kUnpacked>
+void chunk_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock* a, int64_t nb, float* y, int64_t n_out,
+                      int row0, int rows) {
   using I = typename V::I;
   using F = typename V::F;
   F acc[T], off[T];
@@ -489,7 +562,13 @@ void chunk_group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y,
     const ActBlock* x[T];
     for (int t = 0; t < T; ++t) x[t] = &a[t * nb + b];
     I sums[T], unused[T];
-    chunk_sums<B, V, T>(k, x, sums, unused);
+    if constexpr (kUnpacked) {
+      const I ones = V::each_dword(0x00010001);
+      for (int t = 0; t < T; ++t) sums[t] = sum_start<B, V>(*x[t], false);
+      add_unpacked<B, T>(unpacked + b * kUnpackedChunk, ones, ones, x, sums);
+    } else {
+      chunk_sums<B, V, T>(k, x, sums, unused);
+    }
     for (int t = 0; t < T; ++t) {
       acc[t] = V::fma(V::to_float(sums[t]), V::mul(k.d, V::each_float(x[t]->d)), acc[t]);
       if constexpr (kOffset<B> != Offset::None) off[t] = V::fma(k.off, V::each_float(x[t]->s), off[t]);
@@ -543,6 +622,17 @@ template <class V>
   return V::or_(V::and_(low, V::each_dword(0xffff)), V::template shl32<16>(high));
 }
 
+// sums[t] += -kCodeBias times each half's scale times its sum of q.
+template <class B, class V, int T>
+[[gnu::always_inline]] inline void add_code_bias(const IntScales<V>& sc, const ActBlock* const (&x)[T],
+                                                 typename V::I (&sums)[T]) {
+  if constexpr (kCodeBias<B> != 0) {
+    const auto bias = V::each_dword(-kCodeBias<B>);
+    const auto s_bias = int16_pair<V>(V::mul32(sc.lo, bias), V::mul32(sc.hi, bias));
+    for (int t = 0; t < T; ++t) sums[t] = V::add32(sums[t], V::madd16(s_bias, V::each_dword(half_pair(*x[t]))));
+  }
+}
+
 // sums[t] += the chunk's products with each token, times their halves' scales.
 template <class B, class V, int T>
 [[gnu::always_inline]] inline void add_scaled_halves(const Chunk<V>& k, const IntScales<V>& sc,
@@ -551,11 +641,7 @@ template <class B, class V, int T>
   using I = typename V::I;
   constexpr int kN = kPairSums<B>;
   const I s_lo = int16_pair<V>(sc.lo, sc.lo), s_hi = int16_pair<V>(sc.hi, sc.hi);
-  if constexpr (kCodeBias<B> != 0) {
-    const I bias = V::each_dword(-kCodeBias<B>);
-    const I s_bias = int16_pair<V>(V::mul32(sc.lo, bias), V::mul32(sc.hi, bias));
-    for (int t = 0; t < T; ++t) sums[t] = V::add32(sums[t], V::madd16(s_bias, V::each_dword(half_pair(*x[t]))));
-  }
+  add_code_bias<B, V, T>(sc, x, sums);
   I lo[T], hi[T];  // pair sums of each half not yet widened
   each_quad([&](auto v) {
     const Quads<V> q = quads<B, V, v>(k);
@@ -573,8 +659,9 @@ template <class B, class V, int T>
 
 // chunk_group_tile for the super-scaled formats: a super-block's chunk sums times their scales
 // (and minimums times the chunks' or halves' sums of q) in int32, then one fma each.
-template <class B, class V, int T>
-void super_group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y, int64_t n_out, int row0, int rows) {
+template <class B, class V, int T, bool kUnpacked>
+void super_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock* a, int64_t nb, float* y, int64_t n_out,
+                      int row0, int rows) {
   constexpr bool kHalves = kHalfScales<B>;
   using I = typename V::I;
   using F = typename V::F;
@@ -590,7 +677,11 @@ void super_group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y,
       const IntScales<V> sc = int_scales<B, V>(p, c, row0);
       const ActBlock* x[T];
       for (int t = 0; t < T; ++t) x[t] = &a[t * nb + s + c];
-      if constexpr (kVnni || !kHalves || T == 1) {
+      if constexpr (kUnpacked) {
+        add_unpacked<B, T>(unpacked + (s + c) * kUnpackedChunk, int16_pair<V>(sc.lo, sc.lo),
+                           int16_pair<V>(sc.hi, sc.hi), x, sums);
+        add_code_bias<B, V, T>(sc, x, sums);
+      } else if constexpr (kVnni || !kHalves || T == 1) {
         I lo[T], hi[T];
         chunk_sums<B, V, T>(k, x, lo, hi);
         for (int t = 0; t < T; ++t) {
@@ -629,10 +720,11 @@ void super_group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y,
   for (int t = 0; t < T; ++t) V::store(y + t * n_out + row0, V::add(acc[t], off[t]), rows);
 }
 
-template <class B, class V, int T>
-void group_tile(const uint8_t* g, const ActBlock* a, int64_t nb, float* y, int64_t n_out, int row0, int rows) {
-  if constexpr (kSuper<B>) super_group_tile<B, V, T>(g, a, nb, y, n_out, row0, rows);
-  else chunk_group_tile<B, V, T>(g, a, nb, y, n_out, row0, rows);
+template <class B, class V, int T, bool kUnpacked = false>
+void group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock* a, int64_t nb, float* y, int64_t n_out,
+                int row0, int rows) {
+  if constexpr (kSuper<B>) super_group_tile<B, V, T, kUnpacked>(g, unpacked, a, nb, y, n_out, row0, rows);
+  else chunk_group_tile<B, V, T, kUnpacked>(g, unpacked, a, nb, y, n_out, row0, rows);
 }
 
 #include "kernels/cpu/ops/matmul_q8_packed_amx.inc"
@@ -644,25 +736,44 @@ constexpr int kTokens = 8;
 #else
 constexpr int kTokens = 4;
 #endif
+template <class B, class V, bool kUnpacked>
+void tiles(const uint8_t* g, const uint8_t* u, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y,
+           int64_t n_out, int row0, int rows) {
+  int64_t t = 0;
+  for (; t + kTokens <= num_tokens; t += kTokens) {
+    group_tile<B, V, kTokens, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows);
+  }
+  if constexpr (kTokens > 4) {
+    if (t + 4 <= num_tokens) group_tile<B, V, 4, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows), t += 4;
+  }
+  if (t + 2 <= num_tokens) group_tile<B, V, 2, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows), t += 2;
+  if (t < num_tokens) group_tile<B, V, 1, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows);
+}
+
+// At 8 tokens (two tiles) unpacking first is about even for Q4_K (BM_MatmulPacked k 5632: 682 ->
+// 701 us) and ahead for Q6_K (907 -> 787); from 12 on ahead for both.
+constexpr int64_t kUnpackFrom = 8;
+
 template <class B, class V>
 void vector_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
                  int row0, int rows) {
-  int64_t t = 0;
-  for (; t + kTokens <= num_tokens; t += kTokens) {
-    group_tile<B, V, kTokens>(g, a + t * nb, nb, y + t * n_out, n_out, row0, rows);
+  if constexpr (std::is_same_v<V, Ymm> && !kVnni) {
+    if (num_tokens >= kUnpackFrom) {
+      thread_local std::vector<uint8_t> unpacked;  // 256 bytes a chunk: 64 KB for k = 8192
+      const size_t bytes = size_t(nb) * kUnpackedChunk;
+      if (unpacked.size() < bytes) unpacked.resize(bytes);
+      unpack_codes<B>(g, nb, row0, unpacked.data());
+      return tiles<B, V, true>(g, unpacked.data(), a, num_tokens, nb, y, n_out, row0, rows);
+    }
   }
-  if constexpr (kTokens > 4) {
-    if (t + 4 <= num_tokens) group_tile<B, V, 4>(g, a + t * nb, nb, y + t * n_out, n_out, row0, rows), t += 4;
-  }
-  if (t + 2 <= num_tokens) group_tile<B, V, 2>(g, a + t * nb, nb, y + t * n_out, n_out, row0, rows), t += 2;
-  if (t < num_tokens) group_tile<B, V, 1>(g, a + t * nb, nb, y + t * n_out, n_out, row0, rows);
+  tiles<B, V, false>(g, nullptr, a, num_tokens, nb, y, n_out, row0, rows);
 }
 
 template <class B>
 void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
                 int rows) {
 #if !defined(__AVX512VNNI__)
-  if (num_tokens == 1) return group_tile<B, YmmPair, 1>(g, a, nb, y, n_out, 0, rows);
+  if (num_tokens == 1) return group_tile<B, YmmPair, 1>(g, nullptr, a, nb, y, n_out, 0, rows);
 #endif
   for (int row0 = 0; row0 < rows; row0 += Wide::kLanes) {
     vector_rows<B, Wide>(g, a, num_tokens, nb, y, n_out, row0, std::min(Wide::kLanes, rows - row0));
