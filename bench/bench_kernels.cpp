@@ -155,7 +155,7 @@ BENCHMARK_CAPTURE(BM_Matmul, IQ4_XS_q8, DType::IQ4_XS, true)->Apply(SuperBlockSh
 
 // SmolLM2 attention geometry: 9 query heads over 3 KV heads of 64 dims, 16-position blocks.
 // Args: sequences, context length, queries per sequence (1 = decode, context = prefill), kernels.
-void BM_PagedAttention(benchmark::State& state) {
+void BM_PagedAttention(benchmark::State& state, DType kv_type) {
   const int32_t num_seqs = int32_t(state.range(0)), ctx = int32_t(state.range(1)), nq = int32_t(state.range(2));
   const OnKernelCopy copy(state, state.range(3));
   if (!copy.runs()) return;
@@ -163,7 +163,9 @@ void BM_PagedAttention(benchmark::State& state) {
   const int32_t heads = 9, blocks_per_seq = (ctx + layout.block_size - 1) / layout.block_size;
   const int64_t kv_row = int64_t(layout.num_kv_heads) * layout.head_dim;
   const size_t cache_floats = size_t(num_seqs) * size_t(blocks_per_seq) * layout.block_size * size_t(kv_row);
-  const auto k_cache = random_floats(cache_floats, 3), v_cache = random_floats(cache_floats, 4);
+  std::vector<uint8_t> k_cache(row_bytes(kv_type, int64_t(cache_floats))), v_cache(k_cache.size());
+  quantize_row(kv_type, random_floats(cache_floats, 3).data(), k_cache.data(), int64_t(cache_floats));
+  quantize_row(kv_type, random_floats(cache_floats, 4).data(), v_cache.data(), int64_t(cache_floats));
   std::vector<int32_t> tables(size_t(num_seqs * blocks_per_seq));
   for (size_t i = 0; i < tables.size(); ++i) tables[i] = int32_t((i * 7919) % tables.size());  // scattered blocks
   std::vector<int32_t> query_start(size_t(num_seqs) + 1), context_lens(size_t(num_seqs), ctx);
@@ -172,7 +174,7 @@ void BM_PagedAttention(benchmark::State& state) {
   const auto q = random_floats(size_t(num_seqs) * size_t(nq) * heads * layout.head_dim, 5);
   std::vector<float> out(q.size());
   for (auto _ : state) {
-    paged_attention(q.data(), k_cache.data(), v_cache.data(), DType::F32, layout, batch, heads, 0.125f, out.data());
+    paged_attention(q.data(), k_cache.data(), v_cache.data(), kv_type, layout, batch, heads, 0.125f, out.data());
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -180,14 +182,15 @@ void BM_PagedAttention(benchmark::State& state) {
   double attended = 0;
   for (int32_t i = 0; i < nq; ++i) attended += double(ctx - nq + i + 1);
   attended *= num_seqs;
-  state.SetBytesProcessed(state.iterations() * int64_t(2 * cache_floats * sizeof(float)));
+  state.SetBytesProcessed(state.iterations() * int64_t(2 * k_cache.size()));
   state.counters["FLOP/s"] = benchmark::Counter(attended * heads * 4.0 * layout.head_dim,
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 // 16 sequences at 256: the serving benchmark's decode step (flashserve-bench --concurrency 16).
 // Prefill of 512, 2048 and 4096 tokens: the long prompts whose K/V the query tiles read once a tile.
-BENCHMARK(BM_PagedAttention)
-    ->ArgNames({"seqs", "ctx", "queries", "kernels"})
+// The cache in f16 (the server's default) and f32.
+void AttentionShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"seqs", "ctx", "queries", "kernels"})
     ->ArgsProduct({{1}, {512, 2048}, {1}, {1, 4}})
     ->ArgsProduct({{8}, {1024}, {1}, {1, 4}})
     ->ArgsProduct({{16}, {256}, {1}, {1, 4}})
@@ -197,6 +200,9 @@ BENCHMARK(BM_PagedAttention)
     ->Args({1, 4096, 4096, 4})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
+}
+BENCHMARK_CAPTURE(BM_PagedAttention, f16, DType::F16)->Apply(AttentionShapes);
+BENCHMARK_CAPTURE(BM_PagedAttention, f32, DType::F32)->Apply(AttentionShapes);
 
 // Reads a buffer far larger than the caches on the kernel threads in runs of pieces (Split::Runs,
 // as the matmuls split their rows), summing it so no read is skipped. Arg: MiB.
