@@ -759,11 +759,16 @@ void vector_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_
                  int row0, int rows) {
   if constexpr (std::is_same_v<V, Ymm> && !kVnni) {
     if (num_tokens >= kUnpackFrom) {
-      thread_local std::vector<uint8_t> unpacked;  // 256 bytes a chunk: 64 KB for k = 8192
-      const size_t bytes = size_t(nb) * kUnpackedChunk;
-      if (unpacked.size() < bytes) unpacked.resize(bytes);
-      unpack_codes<B>(g, nb, row0, unpacked.data());
-      return tiles<B, V, true>(g, unpacked.data(), a, num_tokens, nb, y, n_out, row0, rows);
+      // 64 KB for k = 8192. (A type of this copy's own: a std::vector of bytes would be a weak
+      // symbol shared with the other copies.)
+      struct alignas(32) UnpackedChunk {
+        uint8_t bytes[kUnpackedChunk];
+      };
+      thread_local std::vector<UnpackedChunk> unpacked;
+      if (unpacked.size() < size_t(nb)) unpacked.resize(size_t(nb));
+      uint8_t* u = unpacked.data()->bytes;
+      unpack_codes<B>(g, nb, row0, u);
+      return tiles<B, V, true>(g, u, a, num_tokens, nb, y, n_out, row0, rows);
     }
   }
   tiles<B, V, false>(g, nullptr, a, num_tokens, nb, y, n_out, row0, rows);
