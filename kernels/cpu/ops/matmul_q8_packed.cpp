@@ -561,12 +561,13 @@ void chunk_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock*
     const Chunk<V> k = chunk_at<B, V>(g, b, row0);
     const ActBlock* x[T];
     for (int t = 0; t < T; ++t) x[t] = &a[t * nb + b];
-    I sums[T], unused[T];
+    I sums[T];
     if constexpr (kUnpacked) {
       const I ones = V::each_dword(0x00010001);
       for (int t = 0; t < T; ++t) sums[t] = sum_start<B, V>(*x[t], false);
       add_unpacked<B, T>(unpacked + b * kUnpackedChunk, ones, ones, x, sums);
     } else {
+      I unused[T];
       chunk_sums<B, V, T>(k, x, sums, unused);
     }
     for (int t = 0; t < T; ++t) {
@@ -673,7 +674,6 @@ void super_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock*
     for (int t = 0; t < T; ++t) sums[t] = mins[t] = V::each_dword(0);
     for (int c = 0; c < 8; ++c) {
       if constexpr (T == 1) prefetch_ahead<B>(g, s + c);
-      const Chunk<V> k = chunk_at<B, V>(g, s + c, row0);
       const IntScales<V> sc = int_scales<B, V>(p, c, row0);
       const ActBlock* x[T];
       for (int t = 0; t < T; ++t) x[t] = &a[t * nb + s + c];
@@ -681,7 +681,10 @@ void super_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock*
         add_unpacked<B, T>(unpacked + (s + c) * kUnpackedChunk, int16_pair<V>(sc.lo, sc.lo),
                            int16_pair<V>(sc.hi, sc.hi), x, sums);
         add_code_bias<B, V, T>(sc, x, sums);
-      } else if constexpr (kVnni || !kHalves || T == 1) {
+        continue;
+      }
+      const Chunk<V> k = chunk_at<B, V>(g, s + c, row0);
+      if constexpr (kVnni || !kHalves || T == 1) {
         I lo[T], hi[T];
         chunk_sums<B, V, T>(k, x, lo, hi);
         for (int t = 0; t < T; ++t) {
@@ -720,7 +723,7 @@ void super_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock*
   for (int t = 0; t < T; ++t) V::store(y + t * n_out + row0, V::add(acc[t], off[t]), rows);
 }
 
-template <class B, class V, int T, bool kUnpacked = false>
+template <class B, class V, int T, bool kUnpacked>
 void group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock* a, int64_t nb, float* y, int64_t n_out,
                 int row0, int rows) {
   if constexpr (kSuper<B>) super_group_tile<B, V, T, kUnpacked>(g, unpacked, a, nb, y, n_out, row0, rows);
@@ -778,7 +781,7 @@ template <class B>
 void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
                 int rows) {
 #if !defined(__AVX512VNNI__)
-  if (num_tokens == 1) return group_tile<B, YmmPair, 1>(g, nullptr, a, nb, y, n_out, 0, rows);
+  if (num_tokens == 1) return group_tile<B, YmmPair, 1, false>(g, nullptr, a, nb, y, n_out, 0, rows);
 #endif
   for (int row0 = 0; row0 < rows; row0 += Wide::kLanes) {
     vector_rows<B, Wide>(g, a, num_tokens, nb, y, n_out, row0, std::min(Wide::kLanes, rows - row0));

@@ -186,7 +186,7 @@ void group_values(const KvView& kv, const T* v_cache, const QueryTile& g, int32_
 }
 
 // Two-pass softmax attention of a query tile over positions first.. (each row to its own end);
-// scratch holds rows * (n + 1), n = the last token's end - first.
+// scratch.scores holds rows * (n + 1), n = the last token's end - first.
 template <class T>
 void attend_tile(const KvView& kv, const T* k_cache, const T* v_cache, const QueryTile& g, int32_t first, float scale,
                  Scratch& scratch) {
