@@ -385,7 +385,7 @@ TEST(MatmulQ8, NonFiniteActivationsFollowThePlainContract) {
 }
 
 // Packed rows (pack_rows_for_q8) give matmul_q8's bits: every token count a tile shape handles (tiles
-// of 8, 4, 2 and 1 tokens, and past a block of 64 tokens; with AMX, tiles of sixteen from 12 tokens
+// of 8, 4, 3, 2 and 1 tokens, and past a block of 64 tokens; with AMX, tiles of sixteen from 12 tokens
 // on, the last padded with zeros, and past a block of 128), row counts around the groups of sixteen
 // and their halves, odd and even block counts.
 TEST(MatmulQ8, PackedRowsGiveTheSameBits) {

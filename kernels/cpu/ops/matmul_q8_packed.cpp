@@ -476,17 +476,20 @@ template <class B, class V, int T>
   });
 }
 
-// Without VNNI, from kUnpackFrom tokens on, eight rows' codes are unpacked once for every token of
-// a block (unpack_codes, into a buffer of the thread's) rather than once for every tile of four:
-// chunk c's quad vectors i = 0..7 (elements 4 i .. 4 i + 3 of each row as quads() gives them, the
-// first half's, then the second's) at c * kUnpackedChunk + 32 i. The tile then only multiplies and
-// adds: maddubs results add up in int16 over runs of kRun vectors, then one madd by the run's scale
-// (ones where the scale is a float's) widens them. The same integers as the other paths, so the
-// same bits. Against unpacking in the tile, on the 2-core Zen 3, BM_MatmulPacked n_out 2048 k 5632,
-// 64 tokens, best of 15 alternating: Q4_K 6000 -> 5124 us, Q5_K 6874 -> 5571, Q6_K 7097 -> 5584,
-// IQ4_XS 8987 -> 8387; prefill of 512 tokens of the 1B-shaped files, tokens/s: Q6_K 88-103 ->
-// 114-135, Q5_K_M 86-101 -> 112-121, Q4_K_M 96-121 -> 130-141, IQ4_XS 74-82 -> 85-94, Q8_0 73-76 ->
-// 77-79. llvm-mca (znver3) counts a four-token chunk of Q6_K 51 -> 36 cycles, Q4_K 34 -> 27.
+// Without VNNI, from kUnpackFrom tokens on, a group's codes are unpacked once for every token of a
+// block (unpack_codes, into a buffer of the thread's) rather than once for every tile of four:
+// chunk c's quad vectors i = 0..7 of each eight-row half h (elements 4 i .. 4 i + 3 of each row as
+// quads() gives them, the first half's, then the second's) at (c * H + h) * kUnpackedChunk + 32 i.
+// The tile then only multiplies and adds: maddubs results add up in int16 over runs of kRun
+// vectors, then one madd by the run's scale (ones where the scale is a float's) widens them; with
+// AVX2 a tile takes both halves of the group (H = 2) for three tokens, so that each token's
+// broadcast serves sixteen rows. The same integers as the other paths, so the same bits. Against
+// unpacking in the tile, on the 2-core EPYC (Zen 4 without AVX-512), BM_MatmulPacked n_out 2048 k
+// 5632, 64 tokens, best of 15 alternating: Q4_K 6000 -> 5124 us, Q5_K 6874 -> 5571, Q6_K 7097 ->
+// 5584, IQ4_XS 8987 -> 8387; then both halves at once, best of 15: Q4_K 5304 -> 4401, Q6_K 6068 ->
+// 5156, Q5_K 5291 -> 4813, IQ4_XS 8343 -> 7571 (Q8_0 and Q4_1 at k 576 or 1536 within the noise,
+// 2-10% either way). llvm-mca (znver3) counts a four-token chunk of eight rows of Q6_K 51 -> 36 ->
+// 38 cycles, Q4_K 34 -> 27 -> 27, IQ4_XS 45 -> 41, Q8_0 51 -> 48 -> 45.
 constexpr size_t kUnpackedChunk = 8 * sizeof(__m256i);
 
 // The largest unsigned code of a format; its maddubs results are pairs of products with activations
@@ -502,80 +505,109 @@ constexpr int kMaxCode = std::is_same_v<B, BlockQ6_K>                           
 template <class B>
 constexpr int kRun = kSignedCodes<B> ? 1 : std::min(kHalfScales<B> ? 4 : 8, 32767 / (2 * 127 * kMaxCode<B>));
 
-// Chunks 0 .. nb - 1 of rows row0 .. row0 + 7 of group g.
-template <class B>
+// Chunks 0 .. nb - 1 of H eight-row halves of group g from row0, chunk by chunk.
+template <class B, int H>
 void unpack_codes(const uint8_t* g, int64_t nb, int row0, uint8_t* out) {
-  for (int64_t b = 0; b < nb; ++b, out += kUnpackedChunk) {
-    const Chunk<Ymm> k = chunk_at<B, Ymm>(g, b, row0);
-    each_quad([&](auto v) {
-      const Quads<Ymm> q = quads<B, Ymm, v>(k);
-      Ymm::store_bytes(out + sizeof(__m256i) * v, q.lo);
-      Ymm::store_bytes(out + sizeof(__m256i) * (v + 4), q.hi);
-    });
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int h = 0; h < H; ++h, out += kUnpackedChunk) {
+      const Chunk<Ymm> k = chunk_at<B, Ymm>(g, b, row0 + h * Ymm::kLanes);
+      each_quad([&](auto v) {
+        const Quads<Ymm> q = quads<B, Ymm, v>(k);
+        Ymm::store_bytes(out + sizeof(__m256i) * v, q.lo);
+        Ymm::store_bytes(out + sizeof(__m256i) * (v + 4), q.hi);
+      });
+    }
   }
 }
 
-// sums[t] += the unpacked chunk at u times token t's activations, each run times its scale (the
-// int16 pairs s_lo for the first half, s_hi for the second). The empty asm statements keep GCC from
-// reassociating a run's adds into a tree whose partial sums spill (Q4_K's chunk: 45 cycles
-// without them in llvm-mca, 27 with).
-template <class B, int T>
-[[gnu::always_inline]] inline void add_unpacked(const uint8_t* u, __m256i s_lo, __m256i s_hi,
-                                                const ActBlock* const (&x)[T], __m256i (&sums)[T]) {
+// sums[t][h] += the unpacked chunk of half h at u times token t's activations, each run times its
+// scale (the int16 pairs s_lo[h] for the first half of the chunk, s_hi[h] for the second). A
+// token's broadcast quad serves both halves. The empty asm statements keep GCC from reassociating
+// a run's adds into a tree whose partial sums spill (Q4_K's chunk: 45 cycles without them in
+// llvm-mca, 27 with).
+template <class B, int T, int H>
+[[gnu::always_inline]] inline void add_unpacked(const uint8_t* u, const __m256i (&s_lo)[H], const __m256i (&s_hi)[H],
+                                                const ActBlock* const (&x)[T], __m256i (&sums)[T][H]) {
   constexpr int R = kRun<B>;
 #pragma GCC unroll 8
   for (int r = 0; r < 8 / R; ++r) {
-    __m256i run[T];
+    __m256i run[T][H];
 #pragma GCC unroll 8
     for (int i = r * R; i < (r + 1) * R; ++i) {
-      const __m256i w = Ymm::load(u + sizeof(__m256i) * i);
-      const __m256i aw = kSignedCodes<B> ? Ymm::sign(w, w) : w;
+      __m256i w[H], aw[H];
+#pragma GCC unroll 2
+      for (int h = 0; h < H; ++h) {
+        w[h] = Ymm::load(u + kUnpackedChunk * h + sizeof(__m256i) * i);
+        aw[h] = kSignedCodes<B> ? Ymm::sign(w[h], w[h]) : w[h];
+      }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const __m256i xq = x_quad<Ymm>(*x[t], i);
-        const __m256i p = Ymm::pairs(aw, kSignedCodes<B> ? Ymm::sign(xq, w) : xq);
-        run[t] = i == r * R ? p : Ymm::add16(run[t], p);
-        asm("" : "+v"(run[t]));
+#pragma GCC unroll 2
+        for (int h = 0; h < H; ++h) {
+          const __m256i p = Ymm::pairs(aw[h], kSignedCodes<B> ? Ymm::sign(xq, w[h]) : xq);
+          run[t][h] = i == r * R ? p : Ymm::add16(run[t][h], p);
+          asm("" : "+v"(run[t][h]));
+        }
       }
     }
-    const __m256i scale = r * R < 4 ? s_lo : s_hi;
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      sums[t] = Ymm::add32(sums[t], Ymm::madd16(run[t], scale));
-      asm("" : "+v"(sums[t]));
+#pragma GCC unroll 2
+      for (int h = 0; h < H; ++h) {
+        sums[t][h] = Ymm::add32(sums[t][h], Ymm::madd16(run[t][h], r * R < 4 ? s_lo[h] : s_hi[h]));
+        asm("" : "+v"(sums[t][h]));
+      }
     }
   }
 }
 
-// T tokens (t = 0 .. T-1 of a) against the group's rows row0 .. row0 + rows - 1 (one vector's),
-// one fma per chunk.
-template <class B, class V, int T, bool kUnpacked>
+// Rows row0 + h * V::kLanes + (0 .. V::kLanes - 1) of a group, h < H, of which rows are real.
+template <class V>
+[[gnu::always_inline]] inline void store_halves(float* y, const typename V::F& v, int h, int rows) {
+  const int real = std::min(V::kLanes, rows - h * V::kLanes);
+  if (real > 0) V::store(y + h * V::kLanes, v, real);
+}
+
+// T tokens (t = 0 .. T-1 of a) against H vectors' rows of the group from row0 (rows of them real),
+// one fma per chunk. H is 2 only for unpacked codes (kUnpacked), whose broadcasts both halves share.
+template <class B, class V, int T, int H, bool kUnpacked>
 void chunk_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock* a, int64_t nb, float* y, int64_t n_out,
                       int row0, int rows) {
+  static_assert(H == 1 || kUnpacked);
   using I = typename V::I;
   using F = typename V::F;
-  F acc[T], off[T];
-  for (int t = 0; t < T; ++t) acc[t] = off[t] = V::zero();
+  F acc[T][H], off[T][H];
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) acc[t][h] = off[t][h] = V::zero();
   for (int64_t b = 0; b < nb; ++b) {
     if constexpr (T == 1) prefetch_ahead<B>(g, b);
-    const Chunk<V> k = chunk_at<B, V>(g, b, row0);
+    Chunk<V> k[H];
+    for (int h = 0; h < H; ++h) k[h] = chunk_at<B, V>(g, b, row0 + h * V::kLanes);
     const ActBlock* x[T];
     for (int t = 0; t < T; ++t) x[t] = &a[t * nb + b];
-    I sums[T];
+    I sums[T][H];
     if constexpr (kUnpacked) {
-      const I ones = V::each_dword(0x00010001);
-      for (int t = 0; t < T; ++t) sums[t] = sum_start<B, V>(*x[t], false);
-      add_unpacked<B, T>(unpacked + b * kUnpackedChunk, ones, ones, x, sums);
+      I ones[H];
+      for (int h = 0; h < H; ++h) ones[h] = V::each_dword(0x00010001);
+      for (int t = 0; t < T; ++t)
+        for (int h = 0; h < H; ++h) sums[t][h] = sum_start<B, V>(*x[t], false);
+      add_unpacked<B, T, H>(unpacked + b * H * kUnpackedChunk, ones, ones, x, sums);
     } else {
-      I unused[T];
-      chunk_sums<B, V, T>(k, x, sums, unused);
+      I lo[T], unused[T];
+      chunk_sums<B, V, T>(k[0], x, lo, unused);
+      for (int t = 0; t < T; ++t) sums[t][0] = lo[t];
     }
     for (int t = 0; t < T; ++t) {
-      acc[t] = V::fma(V::to_float(sums[t]), V::mul(k.d, V::each_float(x[t]->d)), acc[t]);
-      if constexpr (kOffset<B> != Offset::None) off[t] = V::fma(k.off, V::each_float(x[t]->s), off[t]);
+      const F xd = V::each_float(x[t]->d);
+      for (int h = 0; h < H; ++h) {
+        acc[t][h] = V::fma(V::to_float(sums[t][h]), V::mul(k[h].d, xd), acc[t][h]);
+        if constexpr (kOffset<B> != Offset::None) off[t][h] = V::fma(k[h].off, V::each_float(x[t]->s), off[t][h]);
+      }
     }
   }
-  for (int t = 0; t < T; ++t) V::store(y + t * n_out + row0, V::add(acc[t], off[t]), rows);
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) store_halves<V>(y + t * n_out + row0, V::add(acc[t][h], off[t][h]), h, rows);
 }
 
 // A super-scaled chunk's integer scales for the rows one vector holds (kHalfScales: of each half).
@@ -623,26 +655,26 @@ template <class V>
   return V::or_(V::and_(low, V::each_dword(0xffff)), V::template shl32<16>(high));
 }
 
-// sums[t] += -kCodeBias times each half's scale times its sum of q.
-template <class B, class V, int T>
+// sums[t][h] += -kCodeBias times each half's scale (sc, vector h's) times its sum of q.
+template <class B, class V, int T, int H>
 [[gnu::always_inline]] inline void add_code_bias(const IntScales<V>& sc, const ActBlock* const (&x)[T],
-                                                 typename V::I (&sums)[T]) {
+                                                 typename V::I (&sums)[T][H], int h) {
   if constexpr (kCodeBias<B> != 0) {
     const auto bias = V::each_dword(-kCodeBias<B>);
     const auto s_bias = int16_pair<V>(V::mul32(sc.lo, bias), V::mul32(sc.hi, bias));
-    for (int t = 0; t < T; ++t) sums[t] = V::add32(sums[t], V::madd16(s_bias, V::each_dword(half_pair(*x[t]))));
+    for (int t = 0; t < T; ++t) sums[t][h] = V::add32(sums[t][h], V::madd16(s_bias, V::each_dword(half_pair(*x[t]))));
   }
 }
 
 // sums[t] += the chunk's products with each token, times their halves' scales.
 template <class B, class V, int T>
 [[gnu::always_inline]] inline void add_scaled_halves(const Chunk<V>& k, const IntScales<V>& sc,
-                                                     const ActBlock* const (&x)[T], typename V::I (&sums)[T]) {
+                                                     const ActBlock* const (&x)[T], typename V::I (&sums)[T][1]) {
   static_assert(kHalfScales<B> && !kSignedCodes<B>);
   using I = typename V::I;
   constexpr int kN = kPairSums<B>;
   const I s_lo = int16_pair<V>(sc.lo, sc.lo), s_hi = int16_pair<V>(sc.hi, sc.hi);
-  add_code_bias<B, V, T>(sc, x, sums);
+  add_code_bias<B, V, T, 1>(sc, x, sums, 0);
   I lo[T], hi[T];  // pair sums of each half not yet widened
   each_quad([&](auto v) {
     const Quads<V> q = quads<B, V, v>(k);
@@ -651,8 +683,8 @@ template <class B, class V, int T>
       lo[t] = v % kN == 0 ? pl : V::add16(lo[t], pl);
       hi[t] = v % kN == 0 ? ph : V::add16(hi[t], ph);
       if constexpr ((v + 1) % kN == 0) {
-        sums[t] = V::add32(sums[t], V::madd16(lo[t], s_lo));
-        sums[t] = V::add32(sums[t], V::madd16(hi[t], s_hi));
+        sums[t][0] = V::add32(sums[t][0], V::madd16(lo[t], s_lo));
+        sums[t][0] = V::add32(sums[t][0], V::madd16(hi[t], s_hi));
       }
     }
   });
@@ -660,74 +692,89 @@ template <class B, class V, int T>
 
 // chunk_group_tile for the super-scaled formats: a super-block's chunk sums times their scales
 // (and minimums times the chunks' or halves' sums of q) in int32, then one fma each.
-template <class B, class V, int T, bool kUnpacked>
+template <class B, class V, int T, int H, bool kUnpacked>
 void super_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock* a, int64_t nb, float* y, int64_t n_out,
                       int row0, int rows) {
+  static_assert(H == 1 || kUnpacked);
   constexpr bool kHalves = kHalfScales<B>;
   using I = typename V::I;
   using F = typename V::F;
-  F acc[T], off[T];
-  for (int t = 0; t < T; ++t) acc[t] = off[t] = V::zero();
+  F acc[T][H], off[T][H];
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) acc[t][h] = off[t][h] = V::zero();
   for (int64_t s = 0; s < nb; s += 8) {
     const uint8_t* p = packed_block<B>(g, s);
-    I sums[T], mins[T];
-    for (int t = 0; t < T; ++t) sums[t] = mins[t] = V::each_dword(0);
+    I sums[T][H], mins[T][H];
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < H; ++h) sums[t][h] = mins[t][h] = V::each_dword(0);
     for (int c = 0; c < 8; ++c) {
       if constexpr (T == 1) prefetch_ahead<B>(g, s + c);
-      const IntScales<V> sc = int_scales<B, V>(p, c, row0);
       const ActBlock* x[T];
       for (int t = 0; t < T; ++t) x[t] = &a[t * nb + s + c];
       if constexpr (kUnpacked) {
-        add_unpacked<B, T>(unpacked + (s + c) * kUnpackedChunk, int16_pair<V>(sc.lo, sc.lo),
-                           int16_pair<V>(sc.hi, sc.hi), x, sums);
-        add_code_bias<B, V, T>(sc, x, sums);
-        continue;
-      }
-      const Chunk<V> k = chunk_at<B, V>(g, s + c, row0);
-      if constexpr (kVnni || !kHalves || T == 1) {
-        I lo[T], hi[T];
-        chunk_sums<B, V, T>(k, x, lo, hi);
-        for (int t = 0; t < T; ++t) {
-          sums[t] = V::add32(sums[t], V::mul32(lo[t], sc.lo));
-          if constexpr (kHalves) sums[t] = V::add32(sums[t], V::mul32(hi[t], sc.hi));
+        IntScales<V> sc[H];
+        I s_lo[H], s_hi[H];
+        for (int h = 0; h < H; ++h) {
+          sc[h] = int_scales<B, V>(p, c, row0 + h * V::kLanes);
+          s_lo[h] = int16_pair<V>(sc[h].lo, sc[h].lo);
+          s_hi[h] = int16_pair<V>(sc[h].hi, sc[h].hi);
         }
+        add_unpacked<B, T, H>(unpacked + (s + c) * H * kUnpackedChunk, s_lo, s_hi, x, sums);
+        for (int h = 0; h < H; ++h) add_code_bias<B, V, T, H>(sc[h], x, sums, h);
       } else {
-        add_scaled_halves<B, V, T>(k, sc, x, sums);
-      }
-    }
-    if constexpr (kAffineK<B>) {
-      for (int j = 0; j < 4; ++j) {
-        const I m = minimum_pair<V>(p, j, row0);
-        for (int t = 0; t < T; ++t) {
-          const ActBlock* x = a + t * nb + s + 2 * j;
-          mins[t] = V::add32(mins[t], V::madd16(m, V::each_dword(sum_pair(x[0], x[1]))));
+        const IntScales<V> sc = int_scales<B, V>(p, c, row0);
+        const Chunk<V> k = chunk_at<B, V>(g, s + c, row0);
+        if constexpr (kVnni || !kHalves || T == 1) {
+          I lo[T], hi[T];
+          chunk_sums<B, V, T>(k, x, lo, hi);
+          for (int t = 0; t < T; ++t) {
+            sums[t][0] = V::add32(sums[t][0], V::mul32(lo[t], sc.lo));
+            if constexpr (kHalves) sums[t][0] = V::add32(sums[t][0], V::mul32(hi[t], sc.hi));
+          }
+        } else {
+          add_scaled_halves<B, V, T>(k, sc, x, sums);
         }
       }
     }
-    if constexpr (std::is_same_v<B, BlockQ2_K>) {
-      for (int c = 0; c < 8; ++c) {
-        const I m = half_minimums<V>(p, c, row0);
-        for (int t = 0; t < T; ++t) mins[t] = V::add32(mins[t], V::madd16(m, V::each_dword(half_pair(a[t * nb + s + c]))));
+    for (int h = 0; h < H; ++h) {
+      const int r0 = row0 + h * V::kLanes;
+      if constexpr (kAffineK<B>) {
+        for (int j = 0; j < 4; ++j) {
+          const I m = minimum_pair<V>(p, j, r0);
+          for (int t = 0; t < T; ++t) {
+            const ActBlock* x = a + t * nb + s + 2 * j;
+            mins[t][h] = V::add32(mins[t][h], V::madd16(m, V::each_dword(sum_pair(x[0], x[1]))));
+          }
+        }
       }
-    }
-    const F d = V::halves(p + 2 * row0);
-    for (int t = 0; t < T; ++t) {
-      const F xd = V::each_float(a[t * nb + s].d);
-      acc[t] = V::fma(V::to_float(sums[t]), V::mul(d, xd), acc[t]);
-      if constexpr (kMinimums<B>) {
-        const F neg_dmin = V::negate(V::halves(p + kDminAt<B> + 2 * row0));
-        off[t] = V::fma(V::to_float(mins[t]), V::mul(neg_dmin, xd), off[t]);
+      if constexpr (std::is_same_v<B, BlockQ2_K>) {
+        for (int c = 0; c < 8; ++c) {
+          const I m = half_minimums<V>(p, c, r0);
+          for (int t = 0; t < T; ++t) {
+            mins[t][h] = V::add32(mins[t][h], V::madd16(m, V::each_dword(half_pair(a[t * nb + s + c]))));
+          }
+        }
+      }
+      const F d = V::halves(p + 2 * r0);
+      for (int t = 0; t < T; ++t) {
+        const F xd = V::each_float(a[t * nb + s].d);
+        acc[t][h] = V::fma(V::to_float(sums[t][h]), V::mul(d, xd), acc[t][h]);
+        if constexpr (kMinimums<B>) {
+          const F neg_dmin = V::negate(V::halves(p + kDminAt<B> + 2 * r0));
+          off[t][h] = V::fma(V::to_float(mins[t][h]), V::mul(neg_dmin, xd), off[t][h]);
+        }
       }
     }
   }
-  for (int t = 0; t < T; ++t) V::store(y + t * n_out + row0, V::add(acc[t], off[t]), rows);
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) store_halves<V>(y + t * n_out + row0, V::add(acc[t][h], off[t][h]), h, rows);
 }
 
-template <class B, class V, int T, bool kUnpacked>
+template <class B, class V, int T, int H, bool kUnpacked>
 void group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock* a, int64_t nb, float* y, int64_t n_out,
                 int row0, int rows) {
-  if constexpr (kSuper<B>) super_group_tile<B, V, T, kUnpacked>(g, unpacked, a, nb, y, n_out, row0, rows);
-  else chunk_group_tile<B, V, T, kUnpacked>(g, unpacked, a, nb, y, n_out, row0, rows);
+  if constexpr (kSuper<B>) super_group_tile<B, V, T, H, kUnpacked>(g, unpacked, a, nb, y, n_out, row0, rows);
+  else chunk_group_tile<B, V, T, H, kUnpacked>(g, unpacked, a, nb, y, n_out, row0, rows);
 }
 
 #include "kernels/cpu/ops/matmul_q8_packed_amx.inc"
@@ -739,53 +786,81 @@ constexpr int kTokens = 8;
 #else
 constexpr int kTokens = 4;
 #endif
-template <class B, class V, bool kUnpacked>
+// Unpacked codes' tiles take both halves of a group at once where the registers hold three tokens'
+// int16 runs and int32 sums for both (AVX2). With AVX-512's thirty-two registers, tiles of eight
+// tokens a half at a time counted about as many cycles in llvm-mca (skylake-avx512) as pairs of
+// halves of three, four or six tokens (Q8_0 65 against 62-69 a chunk of four tokens and eight rows,
+// Q6_K 38 against 41-47, IQ4_XS 59 against 54-68): that copy keeps them.
+#if defined(FLASHSERVE_AVX512)
+constexpr int kUnpackedHalves = 1;
+#else
+constexpr int kUnpackedHalves = 2;
+#endif
+constexpr int kPairTokens = 3;
+template <class B, class V, int H, bool kUnpacked>
 void tiles(const uint8_t* g, const uint8_t* u, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y,
            int64_t n_out, int row0, int rows) {
+  constexpr int kT = H == 2 ? kPairTokens : kTokens;
+  // Where tiles of three would leave one token, the last four go by twos: a tile of one passes the
+  // codes at a third of the rate.
+  int64_t full = num_tokens / kT;
+  if (kT == 3 && num_tokens % kT == 1 && full > 0) --full;
   int64_t t = 0;
-  for (; t + kTokens <= num_tokens; t += kTokens) {
-    group_tile<B, V, kTokens, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows);
+  for (; t < full * kT; t += kT) {
+    group_tile<B, V, kT, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows);
   }
-  if constexpr (kTokens > 4) {
-    if (t + 4 <= num_tokens) group_tile<B, V, 4, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows), t += 4;
+  if constexpr (kT > 4) {
+    if (t + 4 <= num_tokens) group_tile<B, V, 4, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows), t += 4;
   }
-  if (t + 2 <= num_tokens) group_tile<B, V, 2, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows), t += 2;
-  if (t < num_tokens) group_tile<B, V, 1, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows);
+  for (; t + 2 <= num_tokens; t += 2) group_tile<B, V, 2, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows);
+  if (t < num_tokens) group_tile<B, V, 1, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows);
 }
 
 // At 8 tokens (two tiles) unpacking first is about even for Q4_K (BM_MatmulPacked k 5632: 682 ->
 // 701 us) and ahead for Q6_K (907 -> 787); from 12 on ahead for both.
 constexpr int64_t kUnpackFrom = 8;
 
-template <class B, class V>
+// A group's rows (rows of them real) against num_tokens tokens.
+template <class B>
 void vector_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
-                 int row0, int rows) {
-  if constexpr (std::is_same_v<V, Ymm> && !kVnni) {
+                 int rows) {
+  if constexpr (std::is_same_v<Wide, Ymm> && !kVnni) {
     if (num_tokens >= kUnpackFrom) {
-      // 64 KB for k = 8192. (A type of this copy's own: a std::vector of bytes would be a weak
+      // 128 KB for k = 8192 (AVX2). (A type of this copy's own: a std::vector of bytes would be a weak
       // symbol shared with the other copies.)
       struct alignas(32) UnpackedChunk {
-        uint8_t bytes[kUnpackedChunk];
+        uint8_t bytes[kUnpackedHalves * kUnpackedChunk];
       };
       thread_local std::vector<UnpackedChunk> unpacked;
       if (unpacked.size() < size_t(nb)) unpacked.resize(size_t(nb));
       uint8_t* u = unpacked.data()->bytes;
-      unpack_codes<B>(g, nb, row0, u);
-      return tiles<B, V, true>(g, u, a, num_tokens, nb, y, n_out, row0, rows);
+      for (int row0 = 0; row0 < rows; row0 += kUnpackedHalves * Ymm::kLanes) {
+        const int real = std::min(kUnpackedHalves * Ymm::kLanes, rows - row0);
+        if constexpr (kUnpackedHalves == 2) {
+          if (real > Ymm::kLanes) {
+            unpack_codes<B, 2>(g, nb, row0, u);
+            tiles<B, Ymm, 2, true>(g, u, a, num_tokens, nb, y, n_out, row0, real);
+            continue;
+          }
+        }
+        unpack_codes<B, 1>(g, nb, row0, u);
+        tiles<B, Ymm, 1, true>(g, u, a, num_tokens, nb, y, n_out, row0, real);
+      }
+      return;
     }
   }
-  tiles<B, V, false>(g, nullptr, a, num_tokens, nb, y, n_out, row0, rows);
+  for (int row0 = 0; row0 < rows; row0 += Wide::kLanes) {
+    tiles<B, Wide, 1, false>(g, nullptr, a, num_tokens, nb, y, n_out, row0, std::min(Wide::kLanes, rows - row0));
+  }
 }
 
 template <class B>
 void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
                 int rows) {
 #if !defined(__AVX512VNNI__)
-  if (num_tokens == 1) return group_tile<B, YmmPair, 1, false>(g, nullptr, a, nb, y, n_out, 0, rows);
+  if (num_tokens == 1) return group_tile<B, YmmPair, 1, 1, false>(g, nullptr, a, nb, y, n_out, 0, rows);
 #endif
-  for (int row0 = 0; row0 < rows; row0 += Wide::kLanes) {
-    vector_rows<B, Wide>(g, a, num_tokens, nb, y, n_out, row0, std::min(Wide::kLanes, rows - row0));
-  }
+  vector_rows<B>(g, a, num_tokens, nb, y, n_out, rows);
 }
 #else
 inline float u16_half(const uint8_t* p) {
