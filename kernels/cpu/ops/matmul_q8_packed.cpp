@@ -479,7 +479,7 @@ template <class B, class V, int T>
 // Without VNNI, from kUnpackFrom tokens on, a group's codes are unpacked once for every token of a
 // block (unpack_codes, into a buffer of the thread's) rather than once for every tile of four:
 // chunk c's quad vectors i = 0..7 of each eight-row half h (elements 4 i .. 4 i + 3 of each row as
-// quads() gives them, the first half's, then the second's) at (c * H + h) * kUnpackedChunk + 32 i.
+// quads() gives them, the first half's, then the second's) at (c * H + h) * kUnpackedBytes + 32 i.
 // The tile then only multiplies and adds: maddubs results add up in int16 over runs of kRun
 // vectors, then one madd by the run's scale (ones where the scale is a float's) widens them; with
 // AVX2 a tile takes both halves of the group (H = 2) for three tokens, so that each token's
@@ -491,6 +491,10 @@ template <class B, class V, int T>
 // 2-10% either way). llvm-mca (znver3) counts a four-token chunk of eight rows of Q6_K 51 -> 36 ->
 // 38 cycles, Q4_K 34 -> 27 -> 27, IQ4_XS 45 -> 41, Q8_0 51 -> 48 -> 45.
 constexpr size_t kUnpackedChunk = 8 * sizeof(__m256i);
+// A half's chunk unpacked: signed codes (the sign trick) as their magnitudes, then as they are for
+// their signs, which spares the tile a vpsignb a code vector.
+template <class B>
+constexpr size_t kUnpackedBytes = kSignedCodes<B> ? 2 * kUnpackedChunk : kUnpackedChunk;
 
 // The largest unsigned code of a format; its maddubs results are pairs of products with activations
 // of at most 127.
@@ -509,12 +513,19 @@ constexpr int kRun = kSignedCodes<B> ? 1 : std::min(kHalfScales<B> ? 4 : 8, 3276
 template <class B, int H>
 void unpack_codes(const uint8_t* g, int64_t nb, int row0, uint8_t* out) {
   for (int64_t b = 0; b < nb; ++b) {
-    for (int h = 0; h < H; ++h, out += kUnpackedChunk) {
+    for (int h = 0; h < H; ++h, out += kUnpackedBytes<B>) {
       const Chunk<Ymm> k = chunk_at<B, Ymm>(g, b, row0 + h * Ymm::kLanes);
       each_quad([&](auto v) {
         const Quads<Ymm> q = quads<B, Ymm, v>(k);
-        Ymm::store_bytes(out + sizeof(__m256i) * v, q.lo);
-        Ymm::store_bytes(out + sizeof(__m256i) * (v + 4), q.hi);
+        if constexpr (kSignedCodes<B>) {
+          Ymm::store_bytes(out + sizeof(__m256i) * v, Ymm::sign(q.lo, q.lo));
+          Ymm::store_bytes(out + sizeof(__m256i) * (v + 4), Ymm::sign(q.hi, q.hi));
+          Ymm::store_bytes(out + kUnpackedChunk + sizeof(__m256i) * v, q.lo);
+          Ymm::store_bytes(out + kUnpackedChunk + sizeof(__m256i) * (v + 4), q.hi);
+        } else {
+          Ymm::store_bytes(out + sizeof(__m256i) * v, q.lo);
+          Ymm::store_bytes(out + sizeof(__m256i) * (v + 4), q.hi);
+        }
       });
     }
   }
@@ -537,8 +548,9 @@ template <class B, int T, int H>
       __m256i w[H], aw[H];
 #pragma GCC unroll 2
       for (int h = 0; h < H; ++h) {
-        w[h] = Ymm::load(u + kUnpackedChunk * h + sizeof(__m256i) * i);
-        aw[h] = kSignedCodes<B> ? Ymm::sign(w[h], w[h]) : w[h];
+        const uint8_t* codes = u + kUnpackedBytes<B> * h + sizeof(__m256i) * i;
+        aw[h] = Ymm::load(codes);
+        if constexpr (kSignedCodes<B>) w[h] = Ymm::load(codes + kUnpackedChunk);
       }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
@@ -592,7 +604,7 @@ void chunk_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock*
       for (int h = 0; h < H; ++h) ones[h] = V::each_dword(0x00010001);
       for (int t = 0; t < T; ++t)
         for (int h = 0; h < H; ++h) sums[t][h] = sum_start<B, V>(*x[t], false);
-      add_unpacked<B, T, H>(unpacked + b * H * kUnpackedChunk, ones, ones, x, sums);
+      add_unpacked<B, T, H>(unpacked + b * H * kUnpackedBytes<B>, ones, ones, x, sums);
     } else {
       I lo[T], unused[T];
       chunk_sums<B, V, T>(k[0], x, lo, unused);
@@ -719,7 +731,7 @@ void super_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock*
           s_lo[h] = int16_pair<V>(sc[h].lo, sc[h].lo);
           s_hi[h] = int16_pair<V>(sc[h].hi, sc[h].hi);
         }
-        add_unpacked<B, T, H>(unpacked + (s + c) * H * kUnpackedChunk, s_lo, s_hi, x, sums);
+        add_unpacked<B, T, H>(unpacked + (s + c) * H * kUnpackedBytes<B>, s_lo, s_hi, x, sums);
         for (int h = 0; h < H; ++h) add_code_bias<B, V, T, H>(sc[h], x, sums, h);
       } else {
         const IntScales<V> sc = int_scales<B, V>(p, c, row0);
@@ -826,10 +838,10 @@ void vector_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_
                  int rows) {
   if constexpr (std::is_same_v<Wide, Ymm> && !kVnni) {
     if (num_tokens >= kUnpackFrom) {
-      // 128 KB for k = 8192 (AVX2). (A type of this copy's own: a std::vector of bytes would be a weak
-      // symbol shared with the other copies.)
+      // 128 KB for k = 8192 with AVX2, 256 KB for signed codes. (A type of this copy's own: a
+      // std::vector of bytes would be a weak symbol shared with the other copies.)
       struct alignas(32) UnpackedChunk {
-        uint8_t bytes[kUnpackedHalves * kUnpackedChunk];
+        uint8_t bytes[kUnpackedHalves * 2 * kUnpackedChunk];
       };
       thread_local std::vector<UnpackedChunk> unpacked;
       if (unpacked.size() < size_t(nb)) unpacked.resize(size_t(nb));
