@@ -14,7 +14,7 @@
 // (so a vector of rows' chunk scales is one conversion and one multiply), then each chunk's nibble
 // vectors: 4 bytes a row more than the file's 144. Q5_K follows each chunk's nibble vectors with a
 // vector of its fifth bits, so that a chunk's bytes lie together (with the fifth bits after all the
-// codes, on a 2-core Zen 3, alternating in one run: 1B Q5_K_M decode 17.2-17.8 tokens/s, now 32-38;
+// codes, on a 2-core Zen 4 (AVX2 alone), alternating in one run: 1B Q5_K_M decode 17.2-17.8 tokens/s, now 32-38;
 // BM_MatmulPacked k:5632 1 token 169 -> 150 us, 64 tokens the same): the byte holding element e's
 // nibble in a nibble vector, at the same place in this one, holds its fifth bit, at bit e % 16 / 4
 // for e < 16 and 4 + e % 16 / 4 above (q4k::high_bit); again 4 bytes a row more than the file's 176.

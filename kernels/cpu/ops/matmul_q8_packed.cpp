@@ -155,7 +155,7 @@ struct Ymm {
 // All sixteen rows of a group in a pair of 256-bit registers, each op Ymm's on either half. For a
 // single token (decode), where a pass over eight rows spends as many instructions on the chunk's
 // addresses, prefetches and activation broadcasts as on its codes: one pass over sixteen shares
-// them (with more tokens the accumulators would no longer fit in the registers). On a 2-core Zen 3
+// them (with more tokens the accumulators would no longer fit in the registers). On a 2-core Zen 4
 // (AVX2 alone), decode of the 1B-shaped files, tokens/s, two rounds each: Q4_K_M 34 -> 47-55, Q6_K
 // 27-28 -> 34-36, Q8_0 21 -> 25-31, IQ4_XS 31-34 -> 41-44, SmolLM2 Q4_1 185-189 -> 224-231;
 // Q5_K_M 19 -> 18-19. Q5_K kept: with Q5_K alone on eight rows a pass, alternating in one run, the
@@ -651,7 +651,7 @@ template <class B, class V>
 // pairs as cannot overflow (kPairSums). The codes' bias comes off as -bias times the scales times
 // the halves' sums of q, one more madd. These are the other path's exact integers. Bounds: |x| <=
 // 127, every scale (times the bias too) fits in int16, a super-block's sum within 256 * 63 * 127 * 128.
-// Measured on a 2-core Zen 3, BM_MatmulPacked k:5632 tokens:64, best of 15: Q6_K 8.55 -> 7.02 ms,
+// Measured on a 2-core Zen 4 (AVX2 alone), BM_MatmulPacked k:5632 tokens:64, best of 15: Q6_K 8.55 -> 7.02 ms,
 // Q2_K 9.58 -> 7.03, Q3_K 7.85 -> 7.76. Q4_K, Q5_K and IQ4_XS (one scale a chunk, one multiply)
 // gained nothing measurable and keep the other path; so does a single token (YmmPair), which ran
 // 2x slower this way.
@@ -824,7 +824,9 @@ void tiles(const uint8_t* g, const uint8_t* u, const ActBlock* a, int64_t num_to
   if constexpr (kT > 4) {
     if (t + 4 <= num_tokens) group_tile<B, V, 4, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows), t += 4;
   }
-  for (; t + 2 <= num_tokens; t += 2) group_tile<B, V, 2, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows);
+  for (; t + 2 <= num_tokens; t += 2) {
+    group_tile<B, V, 2, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows);
+  }
   if (t < num_tokens) group_tile<B, V, 1, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows);
 }
 

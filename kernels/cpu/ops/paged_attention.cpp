@@ -99,7 +99,7 @@ struct Scratch {
 
 // A cache block's run of rows (row r at base + r * stride) as floats, row r at p + r * stride: an
 // f32 cache's where they are, an f16 cache's converted once into the scratch rows (exactly, as
-// load_kv does) instead of once for every query row of the tile. On a 2-core Zen 3 (AVX2),
+// load_kv does) instead of once for every query row of the tile. On a 2-core Zen 4 (AVX2 alone),
 // BM_PagedAttention/f16, best of 15 alternating: a 512-token prefill 8413 -> 6181 us, decode of 8
 // sequences at 1024 677 -> 509; in the 1B-shaped Q4_K_M prefill of 512 tokens attention went from
 // 11.7% of the time to 9.1% (perf).
