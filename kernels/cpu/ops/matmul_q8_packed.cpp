@@ -97,166 +97,7 @@ constexpr bool kVnni = true;
 constexpr bool kVnni = false;
 #endif
 
-// The kernel below is written once for two register widths: eight rows of a group (either half of
-// its vectors) in 256-bit registers, or all sixteen in 512-bit ones (with AVX-512 VNNI, whose
-// 512-bit dot products run at the rate of the 256-bit ones: twice the work each).
-struct Ymm {
-  using I = __m256i;
-  using F = __m256;
-  static constexpr int kLanes = 8;
-  static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-  static void store_bytes(uint8_t* p, I v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
-  static F halves(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-  template <bool kSigned>
-  static I ints(const uint8_t* p) {
-    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-    return kSigned ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
-  }
-  static I each_byte(char c) { return _mm256_set1_epi8(c); }
-  static I each_dword(int32_t v) { return _mm256_set1_epi32(v); }
-  static F each_float(float v) { return _mm256_set1_ps(v); }
-  static I table16(const void* t) {
-    return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t)));
-  }
-  static I and_(I a, I b) { return _mm256_and_si256(a, b); }
-  static I or_(I a, I b) { return _mm256_or_si256(a, b); }
-  static I xor_(I a, I b) { return _mm256_xor_si256(a, b); }
-  template <int n>
-  static I shl16(I a) { return _mm256_slli_epi16(a, n); }
-  template <int n>
-  static I shr16(I a) { return _mm256_srli_epi16(a, n); }
-  template <int n>
-  static I shl32(I a) { return _mm256_slli_epi32(a, n); }
-  template <int n>
-  static I shr32(I a) { return _mm256_srli_epi32(a, n); }
-  static I shuffle(I table, I idx) { return _mm256_shuffle_epi8(table, idx); }
-  static I add_sums(I acc, I w, I x) { return q8::add_lane_sums(acc, w, x); }
-  static I sign(I a, I b) { return _mm256_sign_epi8(a, b); }
-  // Unsigned w times signed x, adjacent products summed: int16 pairs (exact while they fit).
-  static I pairs(I w, I x) { return _mm256_maddubs_epi16(w, x); }
-  static I add16(I a, I b) { return _mm256_add_epi16(a, b); }
-  static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
-  static I mul32(I a, I b) { return _mm256_mullo_epi32(a, b); }
-  static I madd16(I a, I b) { return _mm256_madd_epi16(a, b); }
-  static F to_float(I a) { return _mm256_cvtepi32_ps(a); }
-  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
-  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
-  static F add(F a, F b) { return _mm256_add_ps(a, b); }
-  static F negate(F a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
-  static F zero() { return _mm256_setzero_ps(); }
-  static void store(float* y, F v, int rows) {
-    alignas(32) float t[kLanes];
-    _mm256_store_ps(t, v);
-    std::copy(t, t + rows, y);
-  }
-};
-
-#if !defined(__AVX512VNNI__)
-// All sixteen rows of a group in a pair of 256-bit registers, each op Ymm's on either half. For a
-// single token (decode), where a pass over eight rows spends as many instructions on the chunk's
-// addresses, prefetches and activation broadcasts as on its codes: one pass over sixteen shares
-// them (with more tokens the accumulators would no longer fit in the registers). On a 2-core Zen 4
-// (AVX2 alone), decode of the 1B-shaped files, tokens/s, two rounds each: Q4_K_M 34 -> 47-55, Q6_K
-// 27-28 -> 34-36, Q8_0 21 -> 25-31, IQ4_XS 31-34 -> 41-44, SmolLM2 Q4_1 185-189 -> 224-231;
-// Q5_K_M 19 -> 18-19. Q5_K kept: with Q5_K alone on eight rows a pass, alternating in one run, the
-// pair gave 16.6 and 16.3 tokens/s against 13.7 and 14.9.
-struct YmmPair {
-  struct I {
-    __m256i a, b;
-  };
-  struct F {
-    __m256 a, b;
-  };
-  static constexpr int kLanes = 16;
-  static I load(const uint8_t* p) { return {Ymm::load(p), Ymm::load(p + 32)}; }
-  static F halves(const uint8_t* p) { return {Ymm::halves(p), Ymm::halves(p + 16)}; }
-  template <bool kSigned>
-  static I ints(const uint8_t* p) {
-    return {Ymm::ints<kSigned>(p), Ymm::ints<kSigned>(p + 8)};
-  }
-  static I each_byte(char c) { return {Ymm::each_byte(c), Ymm::each_byte(c)}; }
-  static I each_dword(int32_t v) { return {Ymm::each_dword(v), Ymm::each_dword(v)}; }
-  static F each_float(float v) { return {Ymm::each_float(v), Ymm::each_float(v)}; }
-  static I table16(const void* t) { return {Ymm::table16(t), Ymm::table16(t)}; }
-  static I and_(I x, I y) { return {Ymm::and_(x.a, y.a), Ymm::and_(x.b, y.b)}; }
-  static I or_(I x, I y) { return {Ymm::or_(x.a, y.a), Ymm::or_(x.b, y.b)}; }
-  static I xor_(I x, I y) { return {Ymm::xor_(x.a, y.a), Ymm::xor_(x.b, y.b)}; }
-  template <int n>
-  static I shl16(I x) { return {Ymm::shl16<n>(x.a), Ymm::shl16<n>(x.b)}; }
-  template <int n>
-  static I shr16(I x) { return {Ymm::shr16<n>(x.a), Ymm::shr16<n>(x.b)}; }
-  template <int n>
-  static I shl32(I x) { return {Ymm::shl32<n>(x.a), Ymm::shl32<n>(x.b)}; }
-  template <int n>
-  static I shr32(I x) { return {Ymm::shr32<n>(x.a), Ymm::shr32<n>(x.b)}; }
-  static I shuffle(I table, I idx) { return {Ymm::shuffle(table.a, idx.a), Ymm::shuffle(table.b, idx.b)}; }
-  static I add_sums(I acc, I w, I x) { return {Ymm::add_sums(acc.a, w.a, x.a), Ymm::add_sums(acc.b, w.b, x.b)}; }
-  static I sign(I x, I y) { return {Ymm::sign(x.a, y.a), Ymm::sign(x.b, y.b)}; }
-  static I pairs(I w, I x) { return {Ymm::pairs(w.a, x.a), Ymm::pairs(w.b, x.b)}; }
-  static I add16(I x, I y) { return {Ymm::add16(x.a, y.a), Ymm::add16(x.b, y.b)}; }
-  static I add32(I x, I y) { return {Ymm::add32(x.a, y.a), Ymm::add32(x.b, y.b)}; }
-  static I mul32(I x, I y) { return {Ymm::mul32(x.a, y.a), Ymm::mul32(x.b, y.b)}; }
-  static I madd16(I x, I y) { return {Ymm::madd16(x.a, y.a), Ymm::madd16(x.b, y.b)}; }
-  static F to_float(I x) { return {Ymm::to_float(x.a), Ymm::to_float(x.b)}; }
-  static F mul(F x, F y) { return {Ymm::mul(x.a, y.a), Ymm::mul(x.b, y.b)}; }
-  static F fma(F x, F y, F z) { return {Ymm::fma(x.a, y.a, z.a), Ymm::fma(x.b, y.b, z.b)}; }
-  static F add(F x, F y) { return {Ymm::add(x.a, y.a), Ymm::add(x.b, y.b)}; }
-  static F negate(F x) { return {Ymm::negate(x.a), Ymm::negate(x.b)}; }
-  static F zero() { return {Ymm::zero(), Ymm::zero()}; }
-  static void store(float* y, F v, int rows) {
-    Ymm::store(y, v.a, std::min(rows, Ymm::kLanes));
-    if (rows > Ymm::kLanes) Ymm::store(y + Ymm::kLanes, v.b, rows - Ymm::kLanes);
-  }
-};
-#endif
-
-#if defined(__AVX512VNNI__)
-struct Zmm {
-  using I = __m512i;
-  using F = __m512;
-  static constexpr int kLanes = 16;
-  static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
-  static F halves(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-  template <bool kSigned>
-  static I ints(const uint8_t* p) {
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    return kSigned ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
-  }
-  static I each_byte(char c) { return _mm512_set1_epi8(c); }
-  static I each_dword(int32_t v) { return _mm512_set1_epi32(v); }
-  static F each_float(float v) { return _mm512_set1_ps(v); }
-  static I table16(const void* t) {
-    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t)));
-  }
-  static I and_(I a, I b) { return _mm512_and_si512(a, b); }
-  static I or_(I a, I b) { return _mm512_or_si512(a, b); }
-  static I xor_(I a, I b) { return _mm512_xor_si512(a, b); }
-  template <int n>
-  static I shl16(I a) { return _mm512_slli_epi16(a, n); }
-  template <int n>
-  static I shr16(I a) { return _mm512_srli_epi16(a, n); }
-  template <int n>
-  static I shl32(I a) { return _mm512_slli_epi32(a, n); }
-  template <int n>
-  static I shr32(I a) { return _mm512_srli_epi32(a, n); }
-  static I shuffle(I table, I idx) { return _mm512_shuffle_epi8(table, idx); }
-  static I sub8(I a, I b) { return _mm512_sub_epi8(a, b); }
-  static I add_sums(I acc, I w, I x) { return _mm512_dpbusd_epi32(acc, w, x); }
-  static I add32(I a, I b) { return _mm512_add_epi32(a, b); }
-  static I mul32(I a, I b) { return _mm512_mullo_epi32(a, b); }
-  static I madd16(I a, I b) { return _mm512_madd_epi16(a, b); }
-  static F to_float(I a) { return _mm512_cvtepi32_ps(a); }
-  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
-  static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
-  static F add(F a, F b) { return _mm512_add_ps(a, b); }
-  static F negate(F a) { return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32(int32_t(0x80000000u)))); }
-  static F zero() { return _mm512_setzero_ps(); }
-  static void store(float* y, F v, int rows) { _mm512_mask_storeu_ps(y, __mmask16((1u << rows) - 1), v); }
-};
-using Wide = Zmm;
-#else
-using Wide = Ymm;
-#endif
+#include "kernels/cpu/ops/matmul_q8_packed_vectors.inc"
 
 // Quads v and v + 4 of a chunk's rows (elements 4 v .. 4 v + 3 and 16 + 4 v .. 16 + 4 v + 3, one
 // row a lane), as dot takes them: unsigned codes, or signed ones (kSignedCodes) biased by 128
@@ -716,9 +557,9 @@ void super_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock*
     for (int h = 0; h < H; ++h) acc[t][h] = off[t][h] = V::zero();
   for (int64_t s = 0; s < nb; s += 8) {
     const uint8_t* p = packed_block<B>(g, s);
-    I sums[T][H], mins[T][H];
+    I sums[T][H];
     for (int t = 0; t < T; ++t)
-      for (int h = 0; h < H; ++h) sums[t][h] = mins[t][h] = V::each_dword(0);
+      for (int h = 0; h < H; ++h) sums[t][h] = V::each_dword(0);
     for (int c = 0; c < 8; ++c) {
       if constexpr (T == 1) prefetch_ahead<B>(g, s + c);
       const ActBlock* x[T];
@@ -750,12 +591,14 @@ void super_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock*
     }
     for (int h = 0; h < H; ++h) {
       const int r0 = row0 + h * V::kLanes;
+      I mins[T];
+      for (int t = 0; t < T; ++t) mins[t] = V::each_dword(0);
       if constexpr (kAffineK<B>) {
         for (int j = 0; j < 4; ++j) {
           const I m = minimum_pair<V>(p, j, r0);
           for (int t = 0; t < T; ++t) {
             const ActBlock* x = a + t * nb + s + 2 * j;
-            mins[t][h] = V::add32(mins[t][h], V::madd16(m, V::each_dword(sum_pair(x[0], x[1]))));
+            mins[t] = V::add32(mins[t], V::madd16(m, V::each_dword(sum_pair(x[0], x[1]))));
           }
         }
       }
@@ -763,7 +606,7 @@ void super_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock*
         for (int c = 0; c < 8; ++c) {
           const I m = half_minimums<V>(p, c, r0);
           for (int t = 0; t < T; ++t) {
-            mins[t][h] = V::add32(mins[t][h], V::madd16(m, V::each_dword(half_pair(a[t * nb + s + c]))));
+            mins[t] = V::add32(mins[t], V::madd16(m, V::each_dword(half_pair(a[t * nb + s + c]))));
           }
         }
       }
@@ -773,7 +616,7 @@ void super_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock*
         acc[t][h] = V::fma(V::to_float(sums[t][h]), V::mul(d, xd), acc[t][h]);
         if constexpr (kMinimums<B>) {
           const F neg_dmin = V::negate(V::halves(p + kDminAt<B> + 2 * r0));
-          off[t][h] = V::fma(V::to_float(mins[t][h]), V::mul(neg_dmin, xd), off[t][h]);
+          off[t][h] = V::fma(V::to_float(mins[t]), V::mul(neg_dmin, xd), off[t][h]);
         }
       }
     }
