@@ -4,6 +4,7 @@
 #   bench/compare_llamacpp.sh                 # SmolLM2 Q4_1, 2 threads, 2 rounds
 #   bench/compare_llamacpp.sh a.gguf b.gguf   # each file in turn, then one table over all of them
 #   MODEL=path.gguf THREADS=4 ROUNDS=3 QUICK=1 bench/compare_llamacpp.sh
+#   SERVING_ONLY=1 OPEN=0 bench/compare_llamacpp.sh a.gguf   # closed-loop serving alone
 #   ISA=avx2 bench/compare_llamacpp.sh         # both engines held to AVX2 (an AVX2-only machine's case)
 #
 # Builds the anchor first (bench/llamacpp/build.sh: the llama-cpp-python sdist, cached in .cache/),
@@ -16,7 +17,8 @@
 # under the same flashserve-bench loads: closed loop c8 and c16 (128 in / 128 out), and open loop Poisson
 # at half of llama-server's c16 request rate, with prompts of its own (a seed the c16 run did not
 # use, so no prompt is already in either server's cache). QUICK=1 skips the serving part,
-# SERVING_ONLY=1 the kernels. Raw outputs go to a folder under bench/results/ named for the date and
+# SERVING_ONLY=1 the kernels, OPEN=0 the open-loop runs (each lasts about one and a half times
+# llama-server's c16 run). Raw outputs go to a folder under bench/results/ named for the date and
 # commit (one subfolder per file), with the CPU model and flags; each file's ratios are printed,
 # then one line per file: medians over the rounds, and decode as a fraction of the bandwidth bound
 # (the bytes one decode step reads: every weight but the embedding table, unless it is the head;
@@ -95,12 +97,12 @@ compare_one() {  # the rounds on $model, into $dir
     load "llama-server.c8.$r" "$port" --concurrency 8 --num-requests 32 --warmup 8 --seed "$r"
     load "llama-server.c16.$r" "$port" --concurrency 16 --num-requests 64 --warmup 16 --seed "$r"
     rate=$("$py" -c "import json; print(json.load(open('$dir/llama-server.c16.$r.json'))['request_throughput'] / 2)")
-    load "llama-server.open.$r" "$port" --request-rate "$rate" --num-requests 48 --seed $((r + 1000))
+    [ "${OPEN:-1}" = 0 ] || load "llama-server.open.$r" "$port" --request-rate "$rate" --num-requests 48 --seed $((r + 1000))
     kill "$pid"; wait "$pid" 2> /dev/null || true
     pid=$(serve_flashserve); wait_http "http://127.0.0.1:$port/ready"
     load "flashserve.c8.$r" "$port" --concurrency 8 --num-requests 32 --warmup 8 --seed "$r"
     load "flashserve.c16.$r" "$port" --concurrency 16 --num-requests 64 --warmup 16 --seed "$r"
-    load "flashserve.open.$r" "$port" --request-rate "$rate" --num-requests 48 --seed $((r + 1000))
+    [ "${OPEN:-1}" = 0 ] || load "flashserve.open.$r" "$port" --request-rate "$rate" --num-requests 48 --seed $((r + 1000))
     kill "$pid"; wait "$pid" 2> /dev/null || true
   done
 
