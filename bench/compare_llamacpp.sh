@@ -31,6 +31,7 @@ models=("$@")
 for m in "${models[@]}"; do [ -f "$m" ] || { echo "compare: no file $m" >&2; exit 1; }; done
 threads="${THREADS:-2}"
 rounds="${ROUNDS:-2}"
+open_loop="${OPEN:-1}"
 isa="${ISA:-native}"
 case "$isa" in
   native) bin="$root/.cache/llamacpp/build/bin"; kernels=auto ;;
@@ -96,13 +97,17 @@ compare_one() {  # the rounds on $model, into $dir
     pid=$(serve_llamacpp); wait_http "http://127.0.0.1:$port/health"
     load "llama-server.c8.$r" "$port" --concurrency 8 --num-requests 32 --warmup 8 --seed "$r"
     load "llama-server.c16.$r" "$port" --concurrency 16 --num-requests 64 --warmup 16 --seed "$r"
-    rate=$("$py" -c "import json; print(json.load(open('$dir/llama-server.c16.$r.json'))['request_throughput'] / 2)")
-    [ "${OPEN:-1}" = 0 ] || load "llama-server.open.$r" "$port" --request-rate "$rate" --num-requests 48 --seed $((r + 1000))
+    if [ "$open_loop" = 1 ]; then
+      rate=$("$py" -c "import json; print(json.load(open('$dir/llama-server.c16.$r.json'))['request_throughput'] / 2)")
+      load "llama-server.open.$r" "$port" --request-rate "$rate" --num-requests 48 --seed $((r + 1000))
+    fi
     kill "$pid"; wait "$pid" 2> /dev/null || true
     pid=$(serve_flashserve); wait_http "http://127.0.0.1:$port/ready"
     load "flashserve.c8.$r" "$port" --concurrency 8 --num-requests 32 --warmup 8 --seed "$r"
     load "flashserve.c16.$r" "$port" --concurrency 16 --num-requests 64 --warmup 16 --seed "$r"
-    [ "${OPEN:-1}" = 0 ] || load "flashserve.open.$r" "$port" --request-rate "$rate" --num-requests 48 --seed $((r + 1000))
+    if [ "$open_loop" = 1 ]; then
+      load "flashserve.open.$r" "$port" --request-rate "$rate" --num-requests 48 --seed $((r + 1000))
+    fi
     kill "$pid"; wait "$pid" 2> /dev/null || true
   done
 
