@@ -97,7 +97,7 @@ compare_one() {  # the rounds on $model, into $dir
     pid=$(serve_llamacpp); wait_http "http://127.0.0.1:$port/health"
     load "llama-server.c8.$r" "$port" --concurrency 8 --num-requests 32 --warmup 8 --seed "$r"
     load "llama-server.c16.$r" "$port" --concurrency 16 --num-requests 64 --warmup 16 --seed "$r"
-    if [ "$open_loop" = 1 ]; then
+    if [ "$open_loop" != 0 ]; then
       rate=$("$py" -c "import json; print(json.load(open('$dir/llama-server.c16.$r.json'))['request_throughput'] / 2)")
       load "llama-server.open.$r" "$port" --request-rate "$rate" --num-requests 48 --seed $((r + 1000))
     fi
@@ -105,7 +105,7 @@ compare_one() {  # the rounds on $model, into $dir
     pid=$(serve_flashserve); wait_http "http://127.0.0.1:$port/ready"
     load "flashserve.c8.$r" "$port" --concurrency 8 --num-requests 32 --warmup 8 --seed "$r"
     load "flashserve.c16.$r" "$port" --concurrency 16 --num-requests 64 --warmup 16 --seed "$r"
-    if [ "$open_loop" = 1 ]; then
+    if [ "$open_loop" != 0 ]; then
       load "flashserve.open.$r" "$port" --request-rate "$rate" --num-requests 48 --seed $((r + 1000))
     fi
     kill "$pid"; wait "$pid" 2> /dev/null || true
