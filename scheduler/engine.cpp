@@ -45,7 +45,7 @@ Engine::Engine(ModelRunner& runner, const Tokenizer& tok, EngineConfig cfg)
       cfg_(with_defaults(std::move(cfg), runner)),
       kv_(runner.num_kv_blocks(), runner.block_size(), cfg_.enable_prefix_caching, runner.kv_group_windows()),
       scheduler_(cfg_.scheduler, kv_, tok),
-      budget_(cfg_.max_step_seconds, cfg_.scheduler.max_num_batched_tokens),
+      budget_(cfg_.max_step_seconds, cfg_.max_step_decode_ratio, cfg_.scheduler.max_num_batched_tokens),
       seed_base_(std::random_device{}()) {
   publish_stats(false);
 }

@@ -31,6 +31,8 @@ struct EngineConfig {
   // While requests stream tokens, steps are cut to the tokens that fit this long (0: never cut;
   // scheduler/step_budget.h).
   double max_step_seconds = 0;
+  // ...and to this many times the decode-only step of the streams at hand (0: no such bound).
+  double max_step_decode_ratio = 0;
 };
 
 struct GenerateRequest {

@@ -2,8 +2,11 @@
 // time is close to a + b * tokens on every backend (a: reading the weights once, which a decode step
 // of any width pays; b: each token's share of the matmuls), so the engine fits a and b to the steps
 // it runs (least squares, recent steps weighted most) and, while requests are streaming tokens,
-// caps a step at the tokens that fit the target. With nobody streaming, a step takes the full
-// max_num_batched_tokens: a lone prompt is then not slowed down for no one.
+// caps a step at the tokens that fit the target. The target is the shorter of an absolute time and
+// a multiple of the decode-only step the fit predicts for the streams at hand: a small model's
+// decode step may take a fraction of the absolute time, and a prompt chunk that fills it would
+// stretch the gap between two of a stream's tokens to several decode steps. With nobody streaming,
+// a step takes the full max_num_batched_tokens: a lone prompt is then not slowed down for no one.
 #pragma once
 #include <cstdint>
 
@@ -11,9 +14,11 @@ namespace flashserve {
 
 class StepBudget {
  public:
-  // target_seconds <= 0: no cap (every step may take max_tokens). min_tokens: the least a capped
-  // step still carries beyond its decode tokens, so prompts always make progress.
-  StepBudget(double target_seconds, int32_t max_tokens, int32_t min_tokens = 16);
+  // target_seconds: the longest a step may take while tokens stream; decode_ratio: the longest as a
+  // multiple of the decode-only step (either <= 0: that bound is off; both: every step may take
+  // max_tokens). min_tokens: the least a capped step still carries beyond its decode tokens, so
+  // prompts always make progress.
+  StepBudget(double target_seconds, double decode_ratio, int32_t max_tokens, int32_t min_tokens = 16);
 
   // One step that ran `tokens` tokens in `seconds`.
   void observe(int32_t tokens, double seconds);
@@ -24,7 +29,7 @@ class StepBudget {
   bool fitted(double& fixed, double& per_token) const;
 
  private:
-  double target_;
+  double target_, decode_ratio_;
   int32_t max_tokens_, min_tokens_;
   // Exponentially weighted sums over the observed steps: of 1, t, t^2, y, t * y.
   double s0_ = 0, s1_ = 0, s2_ = 0, sy_ = 0, sty_ = 0;

@@ -31,6 +31,12 @@ void EngineOptions::add_to(CLI::App& app) {
                  "fits in this many milliseconds; 0: never cut below --max-num-batched-tokens")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--max-step-ratio", max_step_ratio,
+                 "While requests stream tokens, also cut steps that carry prompt chunks to what fits in this many "
+                 "decode-only steps (by the measured step cost), so a small model's streams are not held for "
+                 "several decode steps at a time; 0: no such cut")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--max-queue-time", max_queue_time_s,
                  "Seconds a request may wait to start before it is dropped as overload (429); 0: no limit")
       ->check(CLI::NonNegativeNumber)
@@ -70,6 +76,7 @@ EngineConfig EngineOptions::engine_config() const {
   c.max_queue_time = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(max_queue_time_s));
   c.enable_prefix_caching = !no_prefix_caching;
   c.max_step_seconds = max_step_ms / 1000.0;
+  c.max_step_decode_ratio = max_step_ratio;
   return c;
 }
 

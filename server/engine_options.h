@@ -19,6 +19,7 @@ struct EngineOptions {
   int32_t max_waiting = 1024;
   double max_queue_time_s = 60;
   double max_step_ms = 70;  // while tokens stream, cut steps to what fits this long (0: never)
+  double max_step_ratio = 1.7;  // ...and to this many decode-only steps (0: never)
   bool no_prefix_caching = false;
   bool priority_scheduling = false;
   std::string device = "auto";       // auto: cuda when this build has it and a GPU is visible, else cpu
