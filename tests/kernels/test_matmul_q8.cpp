@@ -386,7 +386,7 @@ TEST(MatmulQ8, NonFiniteActivationsFollowThePlainContract) {
 
 // Packed rows (pack_rows_for_q8) give matmul_q8's bits: every token count a tile shape handles (tiles
 // of 8, 4, 3, 2 and 1 tokens, and past a block of 64 tokens; with AMX, tiles of sixteen from 12 tokens
-// on, the last padded with zeros, and past a block of 128), row counts around the groups of sixteen
+// on (28 for the formats scaled per 32 weights), the last padded with zeros, and past a block of 128), row counts around the groups of sixteen
 // and their halves, odd and even block counts.
 TEST(MatmulQ8, PackedRowsGiveTheSameBits) {
   std::mt19937 rng(75);
@@ -404,7 +404,7 @@ TEST(MatmulQ8, PackedRowsGiveTheSameBits) {
         const int64_t rows = (n_out + 15) / 16 * 16;
         ASSERT_EQ(packed.size(), size_t(rows) * (row_bytes(t, k) + size_t(blocks) * per_row));
         pack_rows_for_q8(w.data(), t, n_out, k, packed.data());
-        for (int64_t nt : {1, 2, 3, 5, 8, 11, 12, 15, 16, 35, 70, 130}) {
+        for (int64_t nt : {1, 2, 3, 5, 8, 11, 12, 15, 16, 27, 28, 35, 70, 130}) {
           auto x = random_floats(rng, size_t(nt * k), -3.0f, 3.0f);
           for (size_t i = 7; i < x.size(); i += 61) x[i] *= 1000.0f;
           const auto want = run_q8(x, nt, k, w, t, n_out);

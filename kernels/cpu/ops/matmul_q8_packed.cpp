@@ -834,7 +834,7 @@ void matmul_groups(const ActBlock* a, int64_t num_tokens, int64_t nb, const uint
   const size_t group_bytes = size_t(nb / q8_packed::kChunksPerBlock<B>) * q8_packed::kPackedBlockBytes<B>;
 #if defined(__AMX_INT8__)
   // Enough tokens go by tiles, all of them, a group's codes unpacked once for a block of them.
-  const bool by_tiles = num_tokens >= amx::kMinTokens;
+  const bool by_tiles = num_tokens >= amx::kMinTokens<B>;
   const amx::ActTile* x = by_tiles ? amx::act_tiles(a, num_tokens, nb) : nullptr;
 #endif
   parallel_for(groups, [&](int64_t begin, int64_t end) {
