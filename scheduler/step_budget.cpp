@@ -10,8 +10,8 @@ namespace flashserve {
 static constexpr double kForget = 0.98;
 
 StepBudget::StepBudget(double target_seconds, double decode_ratio, int32_t max_tokens, int32_t min_tokens)
-    : target_(target_seconds),
-      decode_ratio_(decode_ratio),
+    : target_(target_seconds > 0 ? target_seconds : INFINITY),
+      decode_ratio_(decode_ratio > 0 ? decode_ratio : INFINITY),
       max_tokens_(max_tokens), min_tokens_(std::min(min_tokens, max_tokens)) {}
 
 void StepBudget::observe(int32_t tokens, double seconds) {
@@ -37,9 +37,8 @@ bool StepBudget::fitted(double& fixed, double& per_token) const {
 
 int32_t StepBudget::next(int32_t decoding) const {
   double fixed = 0, per_token = 0;
-  if ((target_ <= 0 && decode_ratio_ <= 0) || decoding <= 0 || !fitted(fixed, per_token)) return max_tokens_;
-  double target = target_ > 0 ? target_ : INFINITY;
-  if (decode_ratio_ > 0) target = std::min(target, decode_ratio_ * (fixed + per_token * decoding));
+  if (decoding <= 0 || !fitted(fixed, per_token)) return max_tokens_;
+  const double target = std::min(target_, decode_ratio_ * (fixed + per_token * decoding));
   const double fits = (target - fixed) / per_token;
   const int32_t floor = std::min(max_tokens_, decoding + min_tokens_);
   if (!(fits < double(max_tokens_))) return max_tokens_;

@@ -29,7 +29,7 @@ class StepBudget {
   bool fitted(double& fixed, double& per_token) const;
 
  private:
-  double target_, decode_ratio_;
+  double target_, decode_ratio_;  // a bound that is off: infinity
   int32_t max_tokens_, min_tokens_;
   // Exponentially weighted sums over the observed steps: of 1, t, t^2, y, t * y.
   double s0_ = 0, s1_ = 0, s2_ = 0, sy_ = 0, sty_ = 0;
