@@ -68,7 +68,7 @@ void BM_Decode(benchmark::State& state) {
 BENCHMARK(BM_Decode)
     ->ArgNames({"batch", "context", "q8"})
     ->Args({1, 128, 0})->Args({1, 128, 1})->Args({1, 1024, 0})->Args({1, 1024, 1})
-    ->Args({4, 128, 0})->Args({4, 128, 1})->Args({16, 128, 0})->Args({16, 128, 1})
+    ->Args({4, 128, 0})->Args({4, 128, 1})->Args({8, 128, 1})->Args({16, 128, 0})->Args({16, 128, 1})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // One sequence with 128 tokens cached, decoding one token per iteration.

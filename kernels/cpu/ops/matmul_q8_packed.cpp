@@ -277,10 +277,15 @@ template <class V>
   return V::or_(lo, V::template shl32<16>(hi));
 }
 
-// A single token's pass over the weights is bound by memory: asking for the bytes 1 KB past the
+// A decode step's pass over the weights is bound by memory: asking for the bytes 1 KB past the
 // chunk being read (about three chunks of Q5_K, three groups' worth of Q8_0 a thread's run ahead)
 // made decode of the 1B-shaped files 10-25% faster than leaving the stream to the hardware
-// prefetcher (Q5_K_M 20 -> 24-26 tokens/s, IQ4_XS 30 -> 34-36); 2 and 4 KB did less.
+// prefetcher (Q5_K_M 20 -> 24-26 tokens/s, IQ4_XS 30 -> 34-36); 2 and 4 KB did less. The first
+// tile of a group asks, whatever its tokens: a step of a few streams reads the weights once too
+// (bench_forward BM_Decode, 3B-shaped Q8_0, 2-core AVX-512 Xeon: 8 streams 204-207 -> 174-181 ms
+// on the avx512-amx copy; 4 streams on the avx2 copy 243-245 -> 209-213, though 4 streams on
+// avx512-amx went 174-176 -> 180-189). The unpacked codes' pass (unpack_codes) does not ask: there
+// it made 8 and 16 streams 7-12% slower on the avx2 copy.
 template <class B>
 void prefetch_ahead(const uint8_t* g, int64_t b) {
   constexpr size_t kChunkBytes = q8_packed::kPackedBlockBytes<B> / q8_packed::kChunksPerBlock<B>;
@@ -426,7 +431,7 @@ template <class V>
 // one fma per chunk. H is 2 only for unpacked codes (kUnpacked), whose broadcasts both halves share.
 template <class B, class V, int T, int H, bool kUnpacked>
 void chunk_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock* a, int64_t nb, float* y, int64_t n_out,
-                      int row0, int rows) {
+                      int row0, int rows, bool fetch) {
   static_assert(H == 1 || kUnpacked);
   using I = typename V::I;
   using F = typename V::F;
@@ -434,7 +439,7 @@ void chunk_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock*
   for (int t = 0; t < T; ++t)
     for (int h = 0; h < H; ++h) acc[t][h] = off[t][h] = V::zero();
   for (int64_t b = 0; b < nb; ++b) {
-    if constexpr (T == 1) prefetch_ahead<B>(g, b);
+    if (!kUnpacked && fetch) prefetch_ahead<B>(g, b);
     Chunk<V> k[H];
     for (int h = 0; h < H; ++h) k[h] = chunk_at<B, V>(g, b, row0 + h * V::kLanes);
     const ActBlock* x[T];
@@ -547,7 +552,7 @@ template <class B, class V, int T>
 // (and minimums times the chunks' or halves' sums of q) in int32, then one fma each.
 template <class B, class V, int T, int H, bool kUnpacked>
 void super_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock* a, int64_t nb, float* y, int64_t n_out,
-                      int row0, int rows) {
+                      int row0, int rows, bool fetch) {
   static_assert(H == 1 || kUnpacked);
   constexpr bool kHalves = kHalfScales<B>;
   using I = typename V::I;
@@ -561,7 +566,7 @@ void super_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock*
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < H; ++h) sums[t][h] = V::each_dword(0);
     for (int c = 0; c < 8; ++c) {
-      if constexpr (T == 1) prefetch_ahead<B>(g, s + c);
+      if (!kUnpacked && fetch) prefetch_ahead<B>(g, s + c);
       const ActBlock* x[T];
       for (int t = 0; t < T; ++t) x[t] = &a[t * nb + s + c];
       if constexpr (kUnpacked) {
@@ -627,9 +632,9 @@ void super_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock*
 
 template <class B, class V, int T, int H, bool kUnpacked>
 void group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock* a, int64_t nb, float* y, int64_t n_out,
-                int row0, int rows) {
-  if constexpr (kSuper<B>) super_group_tile<B, V, T, H, kUnpacked>(g, unpacked, a, nb, y, n_out, row0, rows);
-  else chunk_group_tile<B, V, T, H, kUnpacked>(g, unpacked, a, nb, y, n_out, row0, rows);
+                int row0, int rows, bool fetch) {
+  if constexpr (kSuper<B>) super_group_tile<B, V, T, H, kUnpacked>(g, unpacked, a, nb, y, n_out, row0, rows, fetch);
+  else chunk_group_tile<B, V, T, H, kUnpacked>(g, unpacked, a, nb, y, n_out, row0, rows, fetch);
 }
 
 #include "kernels/cpu/ops/matmul_q8_packed_amx.inc"
@@ -652,9 +657,10 @@ constexpr int kUnpackedHalves = 1;
 constexpr int kUnpackedHalves = 2;
 #endif
 constexpr int kPairTokens = 3;
+// fetch: whether the first tile reads the group from memory (and so prefetches it).
 template <class B, class V, int H, bool kUnpacked>
 void tiles(const uint8_t* g, const uint8_t* u, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y,
-           int64_t n_out, int row0, int rows) {
+           int64_t n_out, int row0, int rows, bool fetch) {
   constexpr int kT = H == 2 ? kPairTokens : kTokens;
   // Where tiles of three would leave one token, the last four go by twos: a tile of one passes the
   // codes at a third of the rate.
@@ -662,15 +668,18 @@ void tiles(const uint8_t* g, const uint8_t* u, const ActBlock* a, int64_t num_to
   if (kT == 3 && num_tokens % kT == 1 && full > 0) --full;
   int64_t t = 0;
   for (; t < full * kT; t += kT) {
-    group_tile<B, V, kT, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows);
+    group_tile<B, V, kT, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows, fetch && t == 0);
   }
   if constexpr (kT > 4) {
-    if (t + 4 <= num_tokens) group_tile<B, V, 4, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows), t += 4;
+    if (t + 4 <= num_tokens) {
+      group_tile<B, V, 4, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows, fetch && t == 0);
+      t += 4;
+    }
   }
   for (; t + 2 <= num_tokens; t += 2) {
-    group_tile<B, V, 2, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows);
+    group_tile<B, V, 2, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows, fetch && t == 0);
   }
-  if (t < num_tokens) group_tile<B, V, 1, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows);
+  if (t < num_tokens) group_tile<B, V, 1, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows, fetch && t == 0);
 }
 
 // At 8 tokens (two tiles) unpacking first is about even for Q4_K (BM_MatmulPacked k 5632: 682 ->
@@ -696,18 +705,18 @@ void vector_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_
         if constexpr (kUnpackedHalves == 2) {
           if (real > Ymm::kLanes) {
             unpack_codes<B, 2>(g, nb, row0, u);
-            tiles<B, Ymm, 2, true>(g, u, a, num_tokens, nb, y, n_out, row0, real);
+            tiles<B, Ymm, 2, true>(g, u, a, num_tokens, nb, y, n_out, row0, real, false);
             continue;
           }
         }
         unpack_codes<B, 1>(g, nb, row0, u);
-        tiles<B, Ymm, 1, true>(g, u, a, num_tokens, nb, y, n_out, row0, real);
+        tiles<B, Ymm, 1, true>(g, u, a, num_tokens, nb, y, n_out, row0, real, false);
       }
       return;
     }
   }
   for (int row0 = 0; row0 < rows; row0 += Wide::kLanes) {
-    tiles<B, Wide, 1, false>(g, nullptr, a, num_tokens, nb, y, n_out, row0, std::min(Wide::kLanes, rows - row0));
+    tiles<B, Wide, 1, false>(g, nullptr, a, num_tokens, nb, y, n_out, row0, std::min(Wide::kLanes, rows - row0), row0 == 0);
   }
 }
 
@@ -715,7 +724,7 @@ template <class B>
 void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
                 int rows) {
 #if !defined(__AVX512VNNI__)
-  if (num_tokens == 1) return group_tile<B, YmmPair, 1, 1, false>(g, nullptr, a, nb, y, n_out, 0, rows);
+  if (num_tokens == 1) return group_tile<B, YmmPair, 1, 1, false>(g, nullptr, a, nb, y, n_out, 0, rows, true);
 #endif
   vector_rows<B>(g, a, num_tokens, nb, y, n_out, rows);
 }
