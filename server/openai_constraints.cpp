@@ -1,8 +1,9 @@
 #include "server/openai_constraints.h"
 
+#include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
-#include "server/openai_protocol.h"
+#include "server/openai_json.h"
 
 namespace flashserve {
 namespace {

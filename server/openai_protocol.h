@@ -1,51 +1,25 @@
-// OpenAI request parsing and error bodies, kept apart from HTTP plumbing so the rules read in one
+// OpenAI request parsing (the error type and JSON helpers: openai_json.h), kept apart from HTTP plumbing so the rules read in one
 // place: wrong JSON types are refused here with a 400 naming the field; value ranges are checked
 // by the engine (`validate`), whose message goes back verbatim.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <set>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
-#include <nlohmann/json.hpp>
+#include "server/openai_json.h"
 #include "server/openai_tools.h"
 #include "server/serving.h"
 
 namespace flashserve {
 
-// Ordered: a JSON Schema's properties are generated in the order the client wrote them.
-using json = nlohmann::ordered_json;
-
-// An error for the client: HTTP status and OpenAI's error fields.
-class ApiError : public std::runtime_error {
- public:
-  ApiError(int status, const std::string& message, std::string type, std::string param = "", std::string code = "")
-      : std::runtime_error(message), status(status), type(std::move(type)), param(std::move(param)), code(std::move(code)) {}
-  int status;
-  std::string type, param, code;
-  int retry_after_s = 0;  // > 0: sent as Retry-After (429, 503)
-};
-
-ApiError bad_request(const std::string& message, const std::string& param = "", const std::string& code = "");
-// {"error": {"message", "type", "param", "code"}}, with nulls for empty param/code.
-json error_body(const ApiError& e);
 // The error a refused or failed request deserves: invalid or too long -> 400, overloaded -> 429,
 // shutting down -> 503 (both with Retry-After), deadline -> 504, our bug -> 500.
 ApiError api_error(const RequestError& e);
 // The reason a refusal is counted under in the metrics (see ServingObserver::on_rejected).
 std::string_view rejection_reason(const ApiError& e);
 
-// A field's value; absent and null both mean "not given", as the OpenAI API treats them.
-const json* field(const json& obj, const char* key);
-// 400 (param `param`) naming the first key of `obj`, an object at `where`, not among `keys`.
-void only_keys(const json& obj, const std::set<std::string_view>& keys, const std::string& where,
-               const std::string& param);
-
-// The body as a JSON object; malformed JSON or a non-object -> 400.
-json parse_body(const std::string& body);
 // A missing "model" means the served one; any other name -> 404 model_not_found.
 void check_model(const json& body, const std::string& served_name);
 

@@ -4,7 +4,7 @@
 #include <string_view>
 
 #include "grammar/json_schema.h"
-#include "server/openai_protocol.h"
+#include "server/openai_json.h"
 
 namespace flashserve {
 namespace {
