@@ -365,6 +365,14 @@ bool Tokenizer::is_end_of_generation(int32_t id) const {
   return id >= 0 && id < vocab_size() && impl_->end_of_generation[id];
 }
 
+std::vector<int32_t> Tokenizer::end_of_generation_ids() const {
+  std::vector<int32_t> ids;
+  for (int32_t id = 0; id < vocab_size(); ++id) {
+    if (impl_->end_of_generation[id]) ids.push_back(id);
+  }
+  return ids;
+}
+
 const std::string& Tokenizer::token_text(int32_t id) const {
   impl_->require_token(id);
   return impl_->d.tokens[id];

@@ -48,6 +48,7 @@ class Tokenizer {
   int32_t bos_id() const;
   int32_t eos_id() const;
   bool is_end_of_generation(int32_t id) const;  // eos, eot, or a control token like <|im_end|>
+  std::vector<int32_t> end_of_generation_ids() const;  // those tokens, ascending
   const std::string& token_text(int32_t id) const;
   const TokenizerData& data() const;
 

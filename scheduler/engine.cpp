@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <random>
 
+#include "model/tokenizer.h"
+
 namespace flashserve {
 namespace {
 
@@ -41,10 +43,10 @@ ForwardBatch build_batch(const SchedulerOutput& out) {
 
 Engine::Engine(ModelRunner& runner, const Tokenizer& tok, EngineConfig cfg)
     : runner_(runner),
-      tok_(tok),
+      end_ids_(tok.end_of_generation_ids()),
       cfg_(with_defaults(std::move(cfg), runner)),
       kv_(runner.num_kv_blocks(), runner.block_size(), cfg_.enable_prefix_caching, runner.kv_group_windows()),
-      scheduler_(cfg_.scheduler, kv_, tok),
+      scheduler_(cfg_.scheduler, kv_),
       budget_(cfg_.max_step_seconds, cfg_.max_step_decode_ratio, cfg_.scheduler.max_num_batched_tokens),
       seed_base_(std::random_device{}()) {
   publish_stats(false);
@@ -91,6 +93,7 @@ std::optional<RequestError> Engine::submit(std::vector<Submission> batch) {
   num_not_started_ += n;
   for (Submission& s : batch) {
     GenerateRequest& g = s.req;
+    g.params.end_ids = end_ids_;
     const uint64_t seed = mix(seed_base_ + num_submitted_++);
     auto req = std::make_unique<Request>(std::move(g.req_id), std::move(g.prompt_ids), std::move(g.params), seed,
                                          g.arrival, g.priority);

@@ -19,6 +19,8 @@
 
 namespace flashserve {
 
+class Tokenizer;
+
 struct EngineConfig {
   SchedulerConfig scheduler;     // max_model_len 0: the model's context window
   // Requests accepted but not yet started beyond this are refused as overload (exactly: a
@@ -125,7 +127,7 @@ class Engine {
   void publish_stats(bool stepped);
 
   ModelRunner& runner_;
-  const Tokenizer& tok_;
+  const std::vector<int32_t> end_ids_;  // the tokenizer's end-of-generation tokens, for every request
   EngineConfig cfg_;
   KvCacheManager kv_;
   Scheduler scheduler_;

@@ -26,6 +26,9 @@ struct SamplingParams {
   int32_t logprobs = -1;             // -1: none; n >= 0: the sampled token's logprob and the top n
 
   int32_t max_tokens = 16;
+  // The model's end-of-generation tokens (eos, eot, turn ends): Engine::submit sets them from the
+  // tokenizer, so the scheduler needs no tokenizer to stop. ignore_eos: generation goes past them.
+  std::vector<int32_t> end_ids;
   bool ignore_eos = false;
   std::vector<int32_t> stop_token_ids;
   std::vector<std::string> stop;     // stop strings: generation ends before them; never emitted

@@ -37,8 +37,7 @@ Request::Request(std::string id, std::vector<int32_t> prompt, SamplingParams p, 
   timings.arrival = arrival;
 }
 
-Scheduler::Scheduler(SchedulerConfig cfg, KvCacheManager& kv, const Tokenizer& tok)
-    : cfg_(cfg), kv_(kv), tok_(tok) {}
+Scheduler::Scheduler(SchedulerConfig cfg, KvCacheManager& kv) : cfg_(cfg), kv_(kv) {}
 
 bool Scheduler::before(const Request& a, const Request& b) const {
   if (cfg_.priority_scheduling && a.priority != b.priority) return a.priority < b.priority;
@@ -232,9 +231,8 @@ RequestUpdate Scheduler::advance(const ScheduledRequest& s, const SampledToken* 
 // Token-level rules only: stop strings are matched on the text, off the engine thread, and end the
 // request by cancelling it.
 std::optional<FinishReason> Scheduler::check_stop(const Request& r, int32_t token) const {
-  const auto& stop_ids = r.params.stop_token_ids;
-  if ((!r.params.ignore_eos && tok_.is_end_of_generation(token)) ||
-      std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) {
+  auto among = [token](const std::vector<int32_t>& ids) { return std::find(ids.begin(), ids.end(), token) != ids.end(); };
+  if ((!r.params.ignore_eos && among(r.params.end_ids)) || among(r.params.stop_token_ids)) {
     return FinishReason::Stop;
   }
   if (r.num_output_tokens() >= r.params.max_tokens) return FinishReason::Length;

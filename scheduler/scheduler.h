@@ -10,7 +10,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-#include "model/tokenizer.h"
 #include "scheduler/kv_cache_manager.h"
 #include "scheduler/request.h"
 
@@ -48,7 +47,7 @@ struct RequestUpdate {
 
 class Scheduler {
  public:
-  Scheduler(SchedulerConfig cfg, KvCacheManager& kv, const Tokenizer& tok);
+  Scheduler(SchedulerConfig cfg, KvCacheManager& kv);
 
   // Whether a request can ever run: a prompt, and prompt + max_tokens within the context window and
   // the whole KV pool. Reads only constants, so any thread may ask.
@@ -94,7 +93,6 @@ class Scheduler {
 
   SchedulerConfig cfg_;
   KvCacheManager& kv_;
-  const Tokenizer& tok_;
   std::deque<std::unique_ptr<Request>> waiting_;  // in service order
   std::vector<std::unique_ptr<Request>> running_; // in service order: preemption takes from the back
   std::vector<std::unique_ptr<Request>> finished_;

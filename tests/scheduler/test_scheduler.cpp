@@ -13,9 +13,6 @@ namespace {
 
 class SchedulerPolicy : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { tok_ = test::tiny_tokenizer().release(); }
-  static void TearDownTestSuite() { delete tok_; }
-
   void make(int32_t num_blocks, int32_t max_seqs, int32_t budget, bool priority = false) {
     kv_ = std::make_unique<KvCacheManager>(num_blocks, 16, true);
     SchedulerConfig c;
@@ -23,7 +20,7 @@ class SchedulerPolicy : public ::testing::Test {
     c.max_num_batched_tokens = budget;
     c.max_model_len = 4096;
     c.priority_scheduling = priority;
-    sched_ = std::make_unique<Scheduler>(c, *kv_, *tok_);
+    sched_ = std::make_unique<Scheduler>(c, *kv_);
   }
 
   Request* add(const std::string& id, int32_t prompt_len, int32_t max_tokens, int32_t priority = 0) {
@@ -54,11 +51,9 @@ class SchedulerPolicy : public ::testing::Test {
     return 0;
   }
 
-  static Tokenizer* tok_;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> sched_;
 };
-Tokenizer* SchedulerPolicy::tok_ = nullptr;
 
 // The engine's step budget (StepBudget) lowers a step below max_num_batched_tokens: running
 // decodes still get their token, the prompt gets the rest; num_decoding counts the streams.
@@ -134,6 +129,35 @@ TEST_F(SchedulerPolicy, RequestThatCannotFitEvenAloneIsEndedNotRequeued) {
   EXPECT_EQ(tokens_for(out, small), 5);
   while (sched_->has_work()) step();
   EXPECT_EQ(small->finish, FinishReason::Length);
+}
+
+// A request stops at its own end-of-generation ids (Engine::submit puts the tokenizer's there), past
+// them with ignore_eos, and at stop_token_ids either way.
+TEST_F(SchedulerPolicy, EndIdsTravelInTheRequest) {
+  make(64, 4, 512);
+  auto with_end = [&](const std::string& id, std::vector<int32_t> end_ids, bool ignore_eos,
+                      std::vector<int32_t> stop_ids = {}) {
+    SamplingParams p = test::greedy(3);
+    p.end_ids = std::move(end_ids);
+    p.ignore_eos = ignore_eos;
+    p.stop_token_ids = std::move(stop_ids);
+    auto r = std::make_unique<Request>(id, std::vector<int32_t>(4, 'b'), p, 0, Clock::now());
+    Request* raw = r.get();
+    sched_->add(std::move(r));
+    return raw;
+  };
+  Request* ends = with_end("ends", {'z', 'a'}, false);
+  Request* ignores = with_end("ignores", {'a'}, true);
+  Request* other = with_end("other", {'z'}, false);
+  Request* stops = with_end("stops", {}, true, {'a'});
+  while (sched_->has_work()) step();  // every step samples 'a'
+  EXPECT_EQ(ends->finish, FinishReason::Stop);
+  EXPECT_EQ(ends->num_output_tokens(), 1);
+  EXPECT_EQ(ignores->finish, FinishReason::Length);
+  EXPECT_EQ(ignores->num_output_tokens(), 3);
+  EXPECT_EQ(other->finish, FinishReason::Length);
+  EXPECT_EQ(stops->finish, FinishReason::Stop);
+  EXPECT_EQ(stops->num_output_tokens(), 1);
 }
 
 // The same when it grows past the cache while running alone (decode needs one more block).
