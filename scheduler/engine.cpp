@@ -260,7 +260,6 @@ void Engine::run_batch(const SchedulerOutput& out) {
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     if (!out.scheduled[i].samples) continue;
     sampled[i] = std::move(logits.sampled.at(i));
-    out.scheduled[i].req->sampler.record(sampled[i].token);
   }
   std::vector<RequestUpdate> updates = scheduler_.update(out, sampled);
   publish_stats(true);  // before anyone hears of a finish, its blocks show as free

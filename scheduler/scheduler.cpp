@@ -223,6 +223,7 @@ RequestUpdate Scheduler::advance(const ScheduledRequest& s, const SampledToken* 
   if (r.num_output_tokens() == 0) r.timings.first_token = now;
   r.timings.last_token = now;
   r.token_ids.push_back(sampled->token);
+  r.sampler.record(sampled->token);
   u.token = *sampled;
   if (auto reason = check_stop(r, sampled->token)) finish(r, *reason);
   return u;

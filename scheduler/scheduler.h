@@ -59,7 +59,8 @@ class Scheduler {
   SchedulerOutput schedule();
   SchedulerOutput schedule(int32_t token_budget);
   // `sampled[i]` is the token for output.scheduled[i] when it samples. Advances every scheduled
-  // request, applies stop rules, frees finished requests' blocks. Returns updates in schedule order;
+  // request (appends its token, tells its sampler), applies stop rules, frees finished requests'
+  // blocks: everything a sampled token changes, in one place. Returns updates in schedule order;
   // finished requests stay readable until the next schedule(), then are destroyed.
   std::vector<RequestUpdate> update(const SchedulerOutput& output, const std::vector<SampledToken>& sampled);
   // Finishes a request (Abort) and frees its blocks now. Returns it (valid until the next
