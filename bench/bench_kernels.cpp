@@ -4,6 +4,7 @@
 // reads every weight once, so it takes at least weight bytes / this rate.
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +19,13 @@
 namespace {
 
 using namespace flashserve::kernels;
+
+// $FLASHSERVE_THREADS sets the kernel threads, as for bench_forward: 1 measures a copy's own speed,
+// apart from what a neighbour on the other core (or a shared physical core) does to the second thread.
+const bool kThreadsFromEnv = [] {
+  if (const char* threads = std::getenv("FLASHSERVE_THREADS")) set_num_threads(std::atoi(threads));
+  return true;
+}();
 
 std::vector<float> random_floats(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);

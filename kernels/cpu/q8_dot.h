@@ -34,8 +34,10 @@ inline bool super_scaled(DType t) {
 
 // x [num_tokens][k] quantized block by block into a buffer of the calling thread, valid until its
 // next call; the blocks of each `group` elements (32, or 256 for the super-scaled formats) share
-// one d, that of the group's largest magnitude.
-const ActBlock* quantize_rows(const float* x, int64_t num_tokens, int64_t k, int64_t group);
+// one d, that of the group's largest magnitude. Token t's block b lies at [t * k / 32 + b], or, with
+// run > 1, the tokens go in runs of `run` (the last maybe shorter) whose blocks go chunk by chunk: a
+// run of n tokens from token r holds token t's block b at [r * k / 32 + b * n + t - r].
+const ActBlock* quantize_rows(const float* x, int64_t num_tokens, int64_t k, int64_t group, int64_t run = 1);
 
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
 inline float half(uint16_t h) { return tile::half_scale(h); }

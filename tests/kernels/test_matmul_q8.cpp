@@ -386,8 +386,9 @@ TEST(MatmulQ8, NonFiniteActivationsFollowThePlainContract) {
 
 // Packed rows (pack_rows_for_q8) give matmul_q8's bits: every token count a tile shape handles (tiles
 // of 8, 4, 3, 2 and 1 tokens, and past a block of 64 tokens; with AMX, tiles of sixteen from 12 tokens
-// on (28 for the formats scaled per 32 weights), the last padded with zeros, and past a block of 128), row counts around the groups of sixteen
-// and their halves, odd and even block counts.
+// on (28 for the formats scaled per 32 weights), the last padded with zeros, and past a block of 128;
+// with AVX-512 VNNI, activations in runs of eight tokens, the last shorter), row counts around the
+// groups of sixteen and their halves, odd and even block counts.
 TEST(MatmulQ8, PackedRowsGiveTheSameBits) {
   std::mt19937 rng(75);
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::Q2_K,

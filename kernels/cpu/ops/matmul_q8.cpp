@@ -475,8 +475,9 @@ void quantize_block(const float* x, float amax, ActBlock& out) {
 
 }  // namespace
 
-const ActBlock* quantize_rows(const float* x, int64_t num_tokens, int64_t k, int64_t group) {
-  const int64_t groups = num_tokens * (k / group), per_group = group / kBlock;
+const ActBlock* quantize_rows(const float* x, int64_t num_tokens, int64_t k, int64_t group, int64_t run) {
+  const int64_t per_token = k / group, groups = num_tokens * per_token, per_group = group / kBlock;
+  const int64_t nb = k / kBlock;
   // Reused across calls: a step's matmuls all fit the largest one's activations.
   thread_local std::vector<ActBlock> act;
   act.resize(size_t(groups * per_group));
@@ -488,7 +489,9 @@ const ActBlock* quantize_rows(const float* x, int64_t num_tokens, int64_t k, int
           const float* xg = x + i * group;
           float amax = 0.0f;
           for (int64_t b = 0; b < per_group; ++b) amax = std::max(amax, block_amax(xg + b * kBlock));
-          for (int64_t b = 0; b < per_group; ++b) quantize_block(xg + b * kBlock, amax, a[i * per_group + b]);
+          const int64_t t = i / per_token, first = t / run * run, n = std::min(run, num_tokens - first);
+          ActBlock* out = a + first * nb + (i % per_token) * per_group * n + (t - first);
+          for (int64_t b = 0; b < per_group; ++b) quantize_block(xg + b * kBlock, amax, out[b * n]);
         }
       },
       num_tokens * k >= (1 << 16));

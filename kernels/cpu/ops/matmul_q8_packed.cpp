@@ -99,6 +99,25 @@ constexpr bool kVnni = false;
 
 #include "kernels/cpu/ops/matmul_q8_packed_vectors.inc"
 
+// Tokens whose activation blocks go in runs (Acts): a tile's worth with AVX-512 VNNI, none elsewhere.
+#if defined(__AVX512VNNI__)
+constexpr int kRunTokens = 8;
+#else
+constexpr int kRunTokens = 1;
+#endif
+// A tile's activations: token t's block b. Each token's blocks follow each other (step nb), or the
+// tokens go in runs of kRunTokens, a run's blocks chunk by chunk (step the run's length,
+// q8::quantize_rows' run): a tile of eight tokens then finds a chunk's eight blocks at constant
+// offsets from one pointer. With a pointer a token, GCC spilled them around every chunk of the
+// avx512-vnni copy's tiles (Q4_K's tile: 89 movq, 40 after). One thread of a 2-core Xeon (AVX-512
+// VNNI, no AMX), BM_MatmulPacked n_out 2048 k 2048, 64 tokens, best of 9 alternating: Q4_K 1916 ->
+// 1765 us, Q5_K 1970 -> 1943, Q6_K 2402 -> 2353, IQ4_XS 1748 -> 1642 (Q8_0 at k 576 within noise).
+struct Acts {
+  const ActBlock* a;
+  int64_t step;
+  const ActBlock& at(int t, int64_t b) const { return kRunTokens > 1 ? a[b * step + t] : a[t * step + b]; }
+};
+
 // Quads v and v + 4 of a chunk's rows (elements 4 v .. 4 v + 3 and 16 + 4 v .. 16 + 4 v + 3, one
 // row a lane), as dot takes them: unsigned codes, or signed ones (kSignedCodes) biased by 128
 // under VNNI and as they are without it.
@@ -430,7 +449,7 @@ template <class V>
 // T tokens (t = 0 .. T-1 of a) against H vectors' rows of the group from row0 (rows of them real),
 // one fma per chunk. H is 2 only for unpacked codes (kUnpacked), whose broadcasts both halves share.
 template <class B, class V, int T, int H, bool kUnpacked>
-void chunk_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock* a, int64_t nb, float* y, int64_t n_out,
+void chunk_group_tile(const uint8_t* g, const uint8_t* unpacked, Acts a, int64_t nb, float* y, int64_t n_out,
                       int row0, int rows, bool fetch) {
   static_assert(H == 1 || kUnpacked);
   using I = typename V::I;
@@ -443,7 +462,7 @@ void chunk_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock*
     Chunk<V> k[H];
     for (int h = 0; h < H; ++h) k[h] = chunk_at<B, V>(g, b, row0 + h * V::kLanes);
     const ActBlock* x[T];
-    for (int t = 0; t < T; ++t) x[t] = &a[t * nb + b];
+    for (int t = 0; t < T; ++t) x[t] = &a.at(t, b);
     I sums[T][H];
     if constexpr (kUnpacked) {
       I ones[H];
@@ -551,7 +570,7 @@ template <class B, class V, int T>
 // chunk_group_tile for the super-scaled formats: a super-block's chunk sums times their scales
 // (and minimums times the chunks' or halves' sums of q) in int32, then one fma each.
 template <class B, class V, int T, int H, bool kUnpacked>
-void super_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock* a, int64_t nb, float* y, int64_t n_out,
+void super_group_tile(const uint8_t* g, const uint8_t* unpacked, Acts a, int64_t nb, float* y, int64_t n_out,
                       int row0, int rows, bool fetch) {
   static_assert(H == 1 || kUnpacked);
   constexpr bool kHalves = kHalfScales<B>;
@@ -568,7 +587,7 @@ void super_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock*
     for (int c = 0; c < 8; ++c) {
       if (!kUnpacked && fetch) prefetch_ahead<B>(g, s + c);
       const ActBlock* x[T];
-      for (int t = 0; t < T; ++t) x[t] = &a[t * nb + s + c];
+      for (int t = 0; t < T; ++t) x[t] = &a.at(t, s + c);
       if constexpr (kUnpacked) {
         IntScales<V> sc[H];
         I s_lo[H], s_hi[H];
@@ -602,8 +621,8 @@ void super_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock*
         for (int j = 0; j < 4; ++j) {
           const I m = minimum_pair<V>(p, j, r0);
           for (int t = 0; t < T; ++t) {
-            const ActBlock* x = a + t * nb + s + 2 * j;
-            mins[t] = V::add32(mins[t], V::madd16(m, V::each_dword(sum_pair(x[0], x[1]))));
+            const int64_t b = s + 2 * j;
+            mins[t] = V::add32(mins[t], V::madd16(m, V::each_dword(sum_pair(a.at(t, b), a.at(t, b + 1)))));
           }
         }
       }
@@ -611,13 +630,13 @@ void super_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock*
         for (int c = 0; c < 8; ++c) {
           const I m = half_minimums<V>(p, c, r0);
           for (int t = 0; t < T; ++t) {
-            mins[t] = V::add32(mins[t], V::madd16(m, V::each_dword(half_pair(a[t * nb + s + c]))));
+            mins[t] = V::add32(mins[t], V::madd16(m, V::each_dword(half_pair(a.at(t, s + c)))));
           }
         }
       }
       const F d = V::halves(p + 2 * r0);
       for (int t = 0; t < T; ++t) {
-        const F xd = V::each_float(a[t * nb + s].d);
+        const F xd = V::each_float(a.at(t, s).d);
         acc[t][h] = V::fma(V::to_float(sums[t][h]), V::mul(d, xd), acc[t][h]);
         if constexpr (kMinimums<B>) {
           const F neg_dmin = V::negate(V::halves(p + kDminAt<B> + 2 * r0));
@@ -631,7 +650,7 @@ void super_group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock*
 }
 
 template <class B, class V, int T, int H, bool kUnpacked>
-void group_tile(const uint8_t* g, const uint8_t* unpacked, const ActBlock* a, int64_t nb, float* y, int64_t n_out,
+void group_tile(const uint8_t* g, const uint8_t* unpacked, Acts a, int64_t nb, float* y, int64_t n_out,
                 int row0, int rows, bool fetch) {
   if constexpr (kSuper<B>) super_group_tile<B, V, T, H, kUnpacked>(g, unpacked, a, nb, y, n_out, row0, rows, fetch);
   else chunk_group_tile<B, V, T, H, kUnpacked>(g, unpacked, a, nb, y, n_out, row0, rows, fetch);
@@ -664,24 +683,31 @@ template <class B, class V, int H, bool kUnpacked>
 void tiles(const uint8_t* g, const uint8_t* u, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y,
            int64_t n_out, int row0, int rows, bool fetch) {
   constexpr int kT = H == 2 ? kPairTokens : kTokens;
+  static_assert(kRunTokens == 1 || kRunTokens == kT);
+  // The tile from token t's activations (runs start at multiples of kRunTokens: a's first token is one).
+  const auto acts = [&](int64_t t) -> Acts {
+    if constexpr (kRunTokens == 1) return {a + t * nb, nb};
+    const int64_t run = t / kRunTokens * kRunTokens;
+    return {a + run * nb + (t - run), std::min<int64_t>(kRunTokens, num_tokens - run)};
+  };
   // Where tiles of three would leave one token, the last four go by twos: a tile of one passes the
   // codes at a third of the rate.
   int64_t full = num_tokens / kT;
   if (kT == 3 && num_tokens % kT == 1 && full > 0) --full;
   int64_t t = 0;
   for (; t < full * kT; t += kT) {
-    group_tile<B, V, kT, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows, fetch && t == 0);
+    group_tile<B, V, kT, H, kUnpacked>(g, u, acts(t), nb, y + t * n_out, n_out, row0, rows, fetch && t == 0);
   }
   if constexpr (kT > 4) {
     if (t + 4 <= num_tokens) {
-      group_tile<B, V, 4, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows, fetch && t == 0);
+      group_tile<B, V, 4, H, kUnpacked>(g, u, acts(t), nb, y + t * n_out, n_out, row0, rows, fetch && t == 0);
       t += 4;
     }
   }
   for (; t + 2 <= num_tokens; t += 2) {
-    group_tile<B, V, 2, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows, fetch && t == 0);
+    group_tile<B, V, 2, H, kUnpacked>(g, u, acts(t), nb, y + t * n_out, n_out, row0, rows, fetch && t == 0);
   }
-  if (t < num_tokens) group_tile<B, V, 1, H, kUnpacked>(g, u, a + t * nb, nb, y + t * n_out, n_out, row0, rows, fetch && t == 0);
+  if (t < num_tokens) group_tile<B, V, 1, H, kUnpacked>(g, u, acts(t), nb, y + t * n_out, n_out, row0, rows, fetch && t == 0);
 }
 
 // At 8 tokens (two tiles) unpacking first is about even for Q4_K (BM_MatmulPacked k 5632: 682 ->
@@ -726,7 +752,7 @@ template <class B>
 void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
                 int rows) {
 #if !defined(__AVX512VNNI__)
-  if (num_tokens == 1) return group_tile<B, YmmPair, 1, 1, false>(g, nullptr, a, nb, y, n_out, 0, rows, true);
+  if (num_tokens == 1) return group_tile<B, YmmPair, 1, 1, false>(g, nullptr, Acts{a, nb}, nb, y, n_out, 0, rows, true);
 #endif
   vector_rows<B>(g, a, num_tokens, nb, y, n_out, rows);
 }
@@ -839,13 +865,24 @@ void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t
 // asks for them 1 KB ahead: prefetch_ahead). Tokens go by blocks whose activations stay in a core's L2 (64 tokens of k = 8,192 take
 // 850 KB) while every group of the run passes them.
 constexpr int64_t kTokenBlock = 64;
+#if !defined(FLASHSERVE_AVX512) && !defined(FLASHSERVE_AVX2)
+constexpr int kRunTokens = 1;
+#endif
+static_assert(kTokenBlock % kRunTokens == 0);
 template <class B>
-void matmul_groups(const ActBlock* a, int64_t num_tokens, int64_t nb, const uint8_t* w, int64_t n_out, float* y) {
+void matmul_groups(const float* xf, int64_t num_tokens, int64_t k, const uint8_t* w, int64_t n_out, float* y) {
+  const int64_t nb = k / q8::kBlock;
+  const int64_t group = kSuper<B> ? kSuperBlock : q8::kBlock;
+#if defined(__AMX_INT8__)
+  const bool by_tiles = num_tokens >= amx::kMinTokens<B>;
+  const ActBlock* a = q8::quantize_rows(xf, num_tokens, k, group, by_tiles ? 1 : kRunTokens);
+#else
+  const ActBlock* a = q8::quantize_rows(xf, num_tokens, k, group, kRunTokens);
+#endif
   const int64_t groups = (n_out + kRows - 1) / kRows;
   const size_t group_bytes = size_t(nb / q8_packed::kChunksPerBlock<B>) * q8_packed::kPackedBlockBytes<B>;
 #if defined(__AMX_INT8__)
   // Enough tokens go by tiles, all of them, a group's codes unpacked once for a block of them.
-  const bool by_tiles = num_tokens >= amx::kMinTokens<B>;
   const amx::ActTile* x = by_tiles ? amx::act_tiles(a, num_tokens, nb) : nullptr;
 #endif
   parallel_for(groups, [&](int64_t begin, int64_t end) {
@@ -869,22 +906,20 @@ void matmul_q8_packed(const float* x, int64_t num_tokens, int64_t k, const void*
   if (!q8_packs(wtype)) throw_invalid_argument("matmul_q8_packed: %s is never packed", dtype_name(wtype).data());
   if (k % block_elems(wtype) != 0) throw_invalid_argument("matmul_q8_packed: k=%lld is not whole blocks", (long long)k);
   if (num_tokens <= 0 || n_out <= 0) return;
-  const int64_t nb = k / 32;
-  const ActBlock* a = q8::quantize_rows(x, num_tokens, k, q8::super_scaled(wtype) ? kSuperBlock : q8::kBlock);
   const auto* w = static_cast<const uint8_t*>(packed);
   switch (wtype) {
-    case DType::Q4_0: return matmul_groups<BlockQ4_0>(a, num_tokens, nb, w, n_out, y);
-    case DType::Q4_1: return matmul_groups<BlockQ4_1>(a, num_tokens, nb, w, n_out, y);
-    case DType::Q5_0: return matmul_groups<BlockQ5_0>(a, num_tokens, nb, w, n_out, y);
-    case DType::Q5_1: return matmul_groups<BlockQ5_1>(a, num_tokens, nb, w, n_out, y);
-    case DType::Q8_0: return matmul_groups<BlockQ8_0>(a, num_tokens, nb, w, n_out, y);
-    case DType::IQ4_NL: return matmul_groups<BlockIQ4_NL>(a, num_tokens, nb, w, n_out, y);
-    case DType::IQ4_XS: return matmul_groups<BlockIQ4_XS>(a, num_tokens, nb, w, n_out, y);
-    case DType::Q2_K: return matmul_groups<BlockQ2_K>(a, num_tokens, nb, w, n_out, y);
-    case DType::Q3_K: return matmul_groups<BlockQ3_K>(a, num_tokens, nb, w, n_out, y);
-    case DType::Q4_K: return matmul_groups<BlockQ4_K>(a, num_tokens, nb, w, n_out, y);
-    case DType::Q5_K: return matmul_groups<BlockQ5_K>(a, num_tokens, nb, w, n_out, y);
-    case DType::Q6_K: return matmul_groups<BlockQ6_K>(a, num_tokens, nb, w, n_out, y);
+    case DType::Q4_0: return matmul_groups<BlockQ4_0>(x, num_tokens, k, w, n_out, y);
+    case DType::Q4_1: return matmul_groups<BlockQ4_1>(x, num_tokens, k, w, n_out, y);
+    case DType::Q5_0: return matmul_groups<BlockQ5_0>(x, num_tokens, k, w, n_out, y);
+    case DType::Q5_1: return matmul_groups<BlockQ5_1>(x, num_tokens, k, w, n_out, y);
+    case DType::Q8_0: return matmul_groups<BlockQ8_0>(x, num_tokens, k, w, n_out, y);
+    case DType::IQ4_NL: return matmul_groups<BlockIQ4_NL>(x, num_tokens, k, w, n_out, y);
+    case DType::IQ4_XS: return matmul_groups<BlockIQ4_XS>(x, num_tokens, k, w, n_out, y);
+    case DType::Q2_K: return matmul_groups<BlockQ2_K>(x, num_tokens, k, w, n_out, y);
+    case DType::Q3_K: return matmul_groups<BlockQ3_K>(x, num_tokens, k, w, n_out, y);
+    case DType::Q4_K: return matmul_groups<BlockQ4_K>(x, num_tokens, k, w, n_out, y);
+    case DType::Q5_K: return matmul_groups<BlockQ5_K>(x, num_tokens, k, w, n_out, y);
+    case DType::Q6_K: return matmul_groups<BlockQ6_K>(x, num_tokens, k, w, n_out, y);
     default: return;
   }
 }
