@@ -21,18 +21,29 @@
 
 namespace flashserve::kernels {
 
+// The ops: one for each op method of Backend below, named as the method (op_name). The element
+// type supports() is asked about is noted where it is not F32; so are the shape facts it reads.
+#define FLASHSERVE_BACKEND_OPS(X)                                                   \
+  X(GetRows, get_rows)     /* the table's element type */                           \
+  X(Matmul, matmul)        /* the weight's element type */                          \
+  X(RmsNorm, rmsnorm)                                                               \
+  X(AddRmsNorm, add_rmsnorm)                                                        \
+  X(Rope, rope)                                                                     \
+  X(SwiGLU, swiglu)                                                                 \
+  X(GeGLU, geglu)                                                                   \
+  X(AddBias, add_bias)                                                              \
+  X(Scale, scale)                                                                   \
+  X(KvWrite, kv_write)     /* the KV cache's element type; shape.head_dim */        \
+  X(Attention, attention)  /* the KV cache's; shape.head_dim, .group, .window */    \
+  X(MoeRoute, moe_route)   /* shape.experts, shape.top_k */                         \
+  X(ScatterRows, scatter_rows)                                                      \
+  X(WeightedSumRows, weighted_sum_rows)                                             \
+  X(SampleRows, sample_rows)
+
 enum class Op {
-  GetRows,      // type: the table's element type
-  Matmul,       // type: the weight's element type
-  RmsNorm,      // also add_rmsnorm
-  AddBias,      // also scale
-  GeGLU,
-  Rope,
-  SwiGLU,
-  KvWrite,      // type: the KV cache's element type; shape.head_dim
-  Attention,    // type: the KV cache's element type; shape.head_dim, shape.group, shape.window
-  MoeRoute,     // shape.experts, shape.top_k; also scatter_rows and weighted_sum_rows
-  SampleRows,
+#define FLASHSERVE_OP_ENUMERATOR(op, name) op,
+  FLASHSERVE_BACKEND_OPS(FLASHSERVE_OP_ENUMERATOR)
+#undef FLASHSERVE_OP_ENUMERATOR
 };
 const char* op_name(Op op);
 
@@ -45,6 +56,7 @@ struct OpShape {
   int32_t window = 0;  // sliding-window attention: positions a query sees (0: all)
   int32_t experts = 0;
   int32_t top_k = 0;
+  bool operator==(const OpShape&) const = default;
 };
 
 // One layer's K and V pools, [num_blocks][block_size][num_kv_heads][head_dim] of `type` each.

@@ -12,7 +12,6 @@ namespace flashserve {
 namespace {
 
 using kernels::DType;
-using kernels::Op;
 
 // The batch sizes decode steps are recorded for: powers of two, then max_num_seqs itself.
 std::vector<int32_t> record_buckets(int32_t max_num_seqs) {
@@ -24,11 +23,16 @@ std::vector<int32_t> record_buckets(int32_t max_num_seqs) {
 
 size_t kv_elem_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
 
-void require(const kernels::Backend& be, Op op, DType type, const kernels::OpShape& shape, const std::string& what) {
-  if (!be.supports(op, type, shape)) {
-    throw std::invalid_argument("the " + be.name() + " backend cannot run " + kernels::op_name(op) + " on " +
-                                std::string(kernels::dtype_name(type)) + " (" + what + ")");
+// The backend, once it can run every op this model's steps call.
+std::unique_ptr<kernels::Backend> checked(std::unique_ptr<kernels::Backend> be, const LlamaModel& model,
+                                          const RunnerConfig& config) {
+  for (const kernels::OpUse& use : LlamaRunner::ops_needed(model, config)) {
+    if (!be->supports(use.op, use.type, use.shape)) {
+      throw std::invalid_argument("the " + be->name() + " backend cannot run " + kernels::describe(use) +
+                                  ", which this model needs");
+    }
   }
+  return be;
 }
 
 }  // namespace
@@ -43,46 +47,9 @@ LlamaRunner::State::State(const LlamaModel& m, std::unique_ptr<kernels::Backend>
   if (opt.block_size <= 0 || opt.max_num_seqs <= 0 || opt.max_num_batched_tokens <= 0) {
     throw std::invalid_argument("block size, max_num_seqs and max_num_batched_tokens must be positive");
   }
-  check_support();
   map_weights();
   if (opt.record_steps && be->can_record() && !cfg.is_moe()) buckets = record_buckets(opt.max_num_seqs);
   allocate_step_buffers(std::max(opt.max_num_batched_tokens, opt.max_num_seqs));
-}
-
-// Every op this model needs, asked before anything is loaded onto the backend.
-void LlamaRunner::State::check_support() const {
-  const kernels::OpShape none;
-  require(*be, Op::GetRows, model.token_embedding().type, none, "token embedding");
-  require(*be, Op::Matmul, model.output_weight().type, none, "LM head");
-  for (size_t li = 0; li < model.layers().size(); ++li) {
-    const LayerWeights& l = model.layers()[li];
-    const std::string at = "layer " + std::to_string(li);
-    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo}) require(*be, Op::Matmul, w->type, none, at + " attention");
-    if (cfg.is_moe()) {
-      require(*be, Op::Matmul, l.moe.router.type, none, at + " router");
-      for (const StackedWeights* w : {&l.moe.gate, &l.moe.up, &l.moe.down}) require(*be, Op::Matmul, w->type, none, at + " experts");
-    } else {
-      for (const WeightMatrix* w : {&l.w_gate, &l.w_up, &l.w_down}) require(*be, Op::Matmul, w->type, none, at + " FFN");
-    }
-  }
-  const kernels::OpShape attn{.head_dim = cfg.head_dim, .group = cfg.num_heads / cfg.num_kv_heads};
-  const std::string heads = "head dim " + std::to_string(cfg.head_dim) + ", " + std::to_string(attn.group) +
-                            " query heads per KV head";
-  require(*be, Op::KvWrite, opt.kv_type, attn, "KV cache, " + heads);
-  require(*be, Op::Attention, opt.kv_type, attn, "KV cache, " + heads);
-  if (cfg.sliding_window > 0) {
-    kernels::OpShape local = attn;
-    local.window = cfg.sliding_window;
-    require(*be, Op::Attention, opt.kv_type, local, "sliding window of " + std::to_string(cfg.sliding_window));
-  }
-  if (cfg.geglu) require(*be, Op::GeGLU, DType::F32, none, "Gemma's MLP");
-  if (cfg.embed_scale != 1.0f) require(*be, Op::AddBias, DType::F32, none, "embedding scale");
-  for (Op op : {Op::RmsNorm, Op::Rope, Op::SwiGLU, Op::SampleRows}) require(*be, op, DType::F32, none, "activations");
-  if (!model.layers().empty() && !model.layers()[0].bq.empty()) require(*be, Op::AddBias, DType::F32, none, "Q/K/V bias");
-  if (cfg.is_moe()) {
-    require(*be, Op::MoeRoute, DType::F32, {.experts = cfg.num_experts, .top_k = cfg.num_experts_used},
-            std::to_string(cfg.num_experts) + " experts, " + std::to_string(cfg.num_experts_used) + " per token");
-  }
 }
 
 void LlamaRunner::State::map_weights() {
@@ -293,11 +260,27 @@ void LlamaRunner::State::sample(const ForwardBatch& batch, int32_t rows, Forward
 
 LlamaRunner::LlamaRunner(const LlamaModel& model, std::unique_ptr<kernels::Backend> backend, const RunnerConfig& config,
                          const KvPoolSizer& kv_blocks)
-    : s_(std::make_unique<State>(model, std::move(backend), config)) {
+    : s_(std::make_unique<State>(model, checked(std::move(backend), model, config), config)) {
   s_->allocate_kv_pool(kv_blocks(*s_->be, kv_block_bytes(model.config(), config.block_size, config.kv_type)));
 }
 
 LlamaRunner::~LlamaRunner() = default;
+
+// One step of one token run on a recording backend: the model's layer sequence (llama_forward.cpp)
+// is the only list of what it needs, so the check cannot drift from what runs. Sampling is the
+// runner's own, the same for every model.
+std::vector<kernels::OpUse> LlamaRunner::ops_needed(const LlamaModel& model, const RunnerConfig& config) {
+  auto recorder = std::make_unique<kernels::RecordingBackend>();
+  const kernels::RecordingBackend& seen = *recorder;
+  RunnerConfig one_token = config;
+  one_token.max_num_seqs = one_token.max_num_batched_tokens = 1;
+  State dry(model, std::move(recorder), one_token);
+  dry.allocate_kv_pool(1);
+  dry.enqueue({.tokens = 1, .logit_rows = 1, .seqs = 1, .max_num_queries = 1, .max_context_len = 1});
+  std::vector<kernels::OpUse> uses = seen.uses();
+  uses.push_back({kernels::Op::SampleRows, DType::F32, {}});
+  return uses;
+}
 
 int32_t LlamaRunner::vocab_size() const { return s_->cfg.vocab_size; }
 int32_t LlamaRunner::context_len() const { return s_->cfg.context_len; }

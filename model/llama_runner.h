@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 #include "kernels/backend.h"
+#include "kernels/recording_backend.h"
 #include "model/llama_model.h"
 #include "model/model_runner.h"
 
@@ -45,6 +47,9 @@ class LlamaRunner : public ModelRunner {
   // Bytes of one KV block of this model: K and V of the layers of one KV group (all layers unless
   // the model has sliding-window layers; model/kv_groups.h).
   static size_t kv_block_bytes(const ModelConfig& cfg, int32_t block_size, kernels::DType kv_type);
+  // Every op, element type and shape a step of this model calls on its backend (the constructor
+  // asks the backend about each before loading anything).
+  static std::vector<kernels::OpUse> ops_needed(const LlamaModel& model, const RunnerConfig& config);
 
   struct State;
 

@@ -67,7 +67,6 @@ struct StepShape {
 struct LlamaRunner::State {
   State(const LlamaModel& model, std::unique_ptr<kernels::Backend> backend, const RunnerConfig& config);
 
-  void check_support() const;
   void map_weights();
   void allocate_step_buffers(int32_t rows);
   void allocate_kv_pool(int32_t blocks);

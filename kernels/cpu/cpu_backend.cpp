@@ -135,21 +135,4 @@ std::unique_ptr<Backend> make_cpu_backend(bool q8_activations, std::optional<Cpu
   return std::make_unique<CpuBackend>(q8_activations, level);
 }
 
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::GetRows: return "get_rows";
-    case Op::Matmul: return "matmul";
-    case Op::RmsNorm: return "rmsnorm";
-    case Op::AddBias: return "add_bias";
-    case Op::GeGLU: return "geglu";
-    case Op::Rope: return "rope";
-    case Op::SwiGLU: return "swiglu";
-    case Op::KvWrite: return "kv_write";
-    case Op::Attention: return "attention";
-    case Op::MoeRoute: return "moe_route";
-    case Op::SampleRows: return "sample_rows";
-  }
-  return "?";
-}
-
 }  // namespace flashserve::kernels
