@@ -2,12 +2,16 @@
 // submitted at once and run to completion through the engine. Items are generated tokens.
 //   BM_Offline/max_num_seqs:N   32 requests, prompts 16-128 tokens, outputs 16-64 tokens
 //   BM_SharedPrefix/prefix_cache:0|1   32 requests sharing a 256-token system prompt
-// Model: $FLASHSERVE_MODEL, else the project cache (scripts/fetch_model.sh).
+//   BM_StepOverhead/running:N   the host's share of a decode step with N sequences running, each
+//                               holding a 1,024-token context: no model (items: steps)
+// Model: $FLASHSERVE_MODEL, else the project cache (scripts/fetch_model.sh); BM_StepOverhead uses
+// only its tokenizer.
 #include <benchmark/benchmark.h>
 
 #include <random>
 
 #include "bench/real_model.h"
+#include "model/flat_batch.h"
 #include "model/model_runner.h"
 #include "scheduler/engine.h"
 
@@ -75,6 +79,66 @@ void BM_SharedPrefix(benchmark::State& state) {
 }
 BENCHMARK(BM_SharedPrefix)->ArgName("prefix_cache")->Arg(0)->Arg(1)
     ->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+
+// A runner with no model: forward() checks and flattens the batch as LlamaRunner does (the host's
+// share of its step) and picks token 1000 wherever a token is asked for. A step of the engine on it
+// costs what the scheduler, the engine and that flattening cost: the host time a GPU waits on
+// between steps, which grows with the sequences running and their block tables.
+class NoModelRunner : public ModelRunner {
+ public:
+  NoModelRunner(int32_t num_blocks, int32_t context_len) : num_blocks_(num_blocks) {
+    cfg_.vocab_size = 49152;
+    cfg_.context_len = context_len;
+  }
+  int32_t vocab_size() const override { return cfg_.vocab_size; }
+  int32_t context_len() const override { return cfg_.context_len; }
+  int32_t num_kv_blocks() const override { return num_blocks_; }
+  int32_t block_size() const override { return kBlockSize; }
+  ForwardOutput forward(const ForwardBatch& batch) override {
+    ForwardOutput out;
+    const FlatBatch flat = flatten(batch, cfg_, kBlockSize, num_blocks_, {0}, out);
+    benchmark::DoNotOptimize(flat.slot_mapping.data());
+    out.sampled.resize(batch.seqs.size());
+    for (size_t i = 0; i < batch.seqs.size(); ++i) {
+      if (batch.seqs[i].sample >= 0) out.sampled[i].token = 1000;
+    }
+    return out;
+  }
+
+ private:
+  static constexpr int32_t kBlockSize = 16;
+  ModelConfig cfg_;
+  int32_t num_blocks_;
+};
+
+void BM_StepOverhead(benchmark::State& state) {
+  const auto running = int32_t(state.range(0));
+  constexpr int32_t kContext = 1024, kMaxSteps = 4096;
+  NoModelRunner runner(running * ((kContext + kMaxSteps) / 16 + 2), kContext + kMaxSteps + 16);
+  EngineConfig cfg;
+  cfg.scheduler.max_num_seqs = running;
+  cfg.scheduler.max_num_batched_tokens = 8192;
+  Engine engine(runner, real_model().tokenizer(), cfg);
+  std::mt19937 rng(3);
+  for (int32_t i = 0; i < running; ++i) {
+    SamplingParams p = fixed_length(kMaxSteps);
+    p.temperature = 1.0f;  // the sampler's per-step work included, as for most requests
+    if (engine.submit({"r" + std::to_string(i), random_tokens(rng, kContext), p}, [](const RequestOutput&) {})) {
+      std::abort();
+    }
+  }
+  // Prefill everyone, then time decode steps only.
+  while (engine.stats().num_waiting > 0) engine.step();
+  engine.step();
+  int64_t steps = 0;
+  for (auto _ : state) {
+    if (!engine.step()) std::abort();
+    ++steps;
+  }
+  state.SetItemsProcessed(steps);
+  state.counters["per_seq"] = benchmark::Counter(double(steps * running), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_StepOverhead)->ArgName("running")->Arg(64)->Arg(256)->Iterations(1000)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace flashserve

@@ -86,6 +86,30 @@ inline int q3k_scale_code(const uint8_t* scales, int i) {
 
 constexpr int64_t kQuantBlock = 32;
 constexpr int64_t kSuperBlock = 256;
+
+// The block types once, as (DType, its block, elements a block): the per-type switches are made from
+// this list (kernels/cpu/dtype.cpp's names, sizes and row codecs), and with_block runs code written
+// once for a block struct. A new type is a line here, its block above and its codec.
+#define FLASHSERVE_BLOCK_TYPES(X)                                                                   \
+  X(Q4_0, BlockQ4_0, kQuantBlock) X(Q4_1, BlockQ4_1, kQuantBlock) X(Q5_0, BlockQ5_0, kQuantBlock)   \
+  X(Q5_1, BlockQ5_1, kQuantBlock) X(Q8_0, BlockQ8_0, kQuantBlock) X(IQ4_NL, BlockIQ4_NL, kQuantBlock) \
+  X(Q2_K, BlockQ2_K, kSuperBlock) X(Q3_K, BlockQ3_K, kSuperBlock) X(Q4_K, BlockQ4_K, kSuperBlock)   \
+  X(Q5_K, BlockQ5_K, kSuperBlock) X(Q6_K, BlockQ6_K, kSuperBlock) X(Q8_K, BlockQ8_K, kSuperBlock)   \
+  X(IQ4_XS, BlockIQ4_XS, kSuperBlock)
+// And the element types stored whole: (DType, bytes an element).
+#define FLASHSERVE_FLOAT_TYPES(X) X(F32, 4) X(F16, 2) X(BF16, 2)
+
+// f.template operator()<Block, kElems>() for a block type t; false (f not called) for a float type.
+template <class F>
+bool with_block(DType t, F&& f) {
+  switch (t) {
+#define FLASHSERVE_WITH_BLOCK(type, block, elems) \
+  case DType::type: f.template operator()<block, elems>(); return true;
+    FLASHSERVE_BLOCK_TYPES(FLASHSERVE_WITH_BLOCK)
+#undef FLASHSERVE_WITH_BLOCK
+    default: return false;
+  }
+}
 // The non-linear 4-bit codebook of IQ4_NL and IQ4_XS.
 constexpr int8_t kIQ4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 

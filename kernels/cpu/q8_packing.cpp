@@ -161,24 +161,15 @@ void pack_iq4xs_groups(const BlockIQ4_XS* w, int64_t n_out, int64_t nsb, uint8_t
 
 namespace {
 
-// Calls f(block) with a value of the file's block type of a packed format; false if wtype is not one.
+// Calls f(block) with a value of the file's block type of a packed format (every block type but
+// Q8_K, which only activations use); false if wtype is not one.
 template <class F>
 bool visit_packed(DType wtype, F f) {
-  switch (wtype) {
-    case DType::Q4_0: return f(BlockQ4_0{}), true;
-    case DType::Q4_1: return f(BlockQ4_1{}), true;
-    case DType::Q5_0: return f(BlockQ5_0{}), true;
-    case DType::Q5_1: return f(BlockQ5_1{}), true;
-    case DType::Q8_0: return f(BlockQ8_0{}), true;
-    case DType::IQ4_NL: return f(BlockIQ4_NL{}), true;
-    case DType::Q2_K: return f(BlockQ2_K{}), true;
-    case DType::Q3_K: return f(BlockQ3_K{}), true;
-    case DType::Q4_K: return f(BlockQ4_K{}), true;
-    case DType::Q5_K: return f(BlockQ5_K{}), true;
-    case DType::Q6_K: return f(BlockQ6_K{}), true;
-    case DType::IQ4_XS: return f(BlockIQ4_XS{}), true;
-    default: return false;
-  }
+  bool packed = false;
+  with_block(wtype, [&]<class B, int64_t>() {
+    if constexpr (!std::is_same_v<B, BlockQ8_K>) packed = true, f(B{});
+  });
+  return packed;
 }
 
 }  // namespace

@@ -907,21 +907,9 @@ void matmul_q8_packed(const float* x, int64_t num_tokens, int64_t k, const void*
   if (k % block_elems(wtype) != 0) throw_invalid_argument("matmul_q8_packed: k=%lld is not whole blocks", (long long)k);
   if (num_tokens <= 0 || n_out <= 0) return;
   const auto* w = static_cast<const uint8_t*>(packed);
-  switch (wtype) {
-    case DType::Q4_0: return matmul_groups<BlockQ4_0>(x, num_tokens, k, w, n_out, y);
-    case DType::Q4_1: return matmul_groups<BlockQ4_1>(x, num_tokens, k, w, n_out, y);
-    case DType::Q5_0: return matmul_groups<BlockQ5_0>(x, num_tokens, k, w, n_out, y);
-    case DType::Q5_1: return matmul_groups<BlockQ5_1>(x, num_tokens, k, w, n_out, y);
-    case DType::Q8_0: return matmul_groups<BlockQ8_0>(x, num_tokens, k, w, n_out, y);
-    case DType::IQ4_NL: return matmul_groups<BlockIQ4_NL>(x, num_tokens, k, w, n_out, y);
-    case DType::IQ4_XS: return matmul_groups<BlockIQ4_XS>(x, num_tokens, k, w, n_out, y);
-    case DType::Q2_K: return matmul_groups<BlockQ2_K>(x, num_tokens, k, w, n_out, y);
-    case DType::Q3_K: return matmul_groups<BlockQ3_K>(x, num_tokens, k, w, n_out, y);
-    case DType::Q4_K: return matmul_groups<BlockQ4_K>(x, num_tokens, k, w, n_out, y);
-    case DType::Q5_K: return matmul_groups<BlockQ5_K>(x, num_tokens, k, w, n_out, y);
-    case DType::Q6_K: return matmul_groups<BlockQ6_K>(x, num_tokens, k, w, n_out, y);
-    default: return;
-  }
+  with_block(wtype, [&]<class B, int64_t>() {
+    if constexpr (!std::is_same_v<B, BlockQ8_K>) matmul_groups<B>(x, num_tokens, k, w, n_out, y);
+  });
 }
 
 }  // namespace flashserve::kernels::FLASHSERVE_ISA
