@@ -56,7 +56,9 @@ struct OpShape {
   int32_t window = 0;  // sliding-window attention: positions a query sees (0: all)
   int32_t experts = 0;
   int32_t top_k = 0;
-  bool operator==(const OpShape&) const = default;
+  bool operator==(const OpShape& o) const {  // spelled out: the .cu files are C++17
+    return head_dim == o.head_dim && group == o.group && window == o.window && experts == o.experts && top_k == o.top_k;
+  }
 };
 
 // One layer's K and V pools, [num_blocks][block_size][num_kv_heads][head_dim] of `type` each.

@@ -676,6 +676,37 @@ constexpr int kUnpackedHalves = 1;
 constexpr int kUnpackedHalves = 2;
 #endif
 constexpr int kPairTokens = 3;
+
+// The tile from token t of a's num_tokens (a's first token starts a run: kRunTokens).
+inline Acts tile_acts(const ActBlock* a, int64_t num_tokens, int64_t nb, int64_t t) {
+  if constexpr (kRunTokens == 1) return {a + t * nb, nb};
+  const int64_t run = t / kRunTokens * kRunTokens;
+  return {a + run * nb + (t - run), std::min<int64_t>(kRunTokens, num_tokens - run)};
+}
+
+#if defined(__AVX512VNNI__)
+#include "kernels/cpu/ops/matmul_q8_packed_words.inc"
+
+// Q6_K's group against num_tokens tokens by words::tile, its chunks unpacked first; xw: the words
+// of a's blocks.
+void word_tiles(const uint8_t* g, const ActBlock* a, const int16_t* xw, int64_t num_tokens, int64_t nb, float* y,
+                int64_t n_out, int rows) {
+  thread_local std::vector<words::Words> unpacked;
+  unpacked.resize(size_t(nb) * words::kQuadVectors);
+  int16_t* u = unpacked.data()->w;
+  words::unpack_words(g, nb, u);
+  const auto tile = [&]<int T>(int64_t t) {
+    const Acts x = tile_acts(a, num_tokens, nb, t);
+    words::tile<T>(g, u, x, xw + (x.a - a) * q8::kBlock, nb, y + t * n_out, n_out, rows);
+  };
+  int64_t t = 0;
+  for (; t + kTokens <= num_tokens; t += kTokens) tile.template operator()<kTokens>(t);
+  if (t + 4 <= num_tokens) tile.template operator()<4>(t), t += 4;
+  for (; t + 2 <= num_tokens; t += 2) tile.template operator()<2>(t);
+  if (t < num_tokens) tile.template operator()<1>(t);
+}
+#endif
+
 // fetch: whether the first tile reads the group from memory (and so prefetches it). The unpacked
 // tiles are always passed false, and also test kUnpacked: without that constant GCC keeps the
 // prefetch loop in them (10-12 more instructions each in the avx2 copy).
@@ -684,12 +715,7 @@ void tiles(const uint8_t* g, const uint8_t* u, const ActBlock* a, int64_t num_to
            int64_t n_out, int row0, int rows, bool fetch) {
   constexpr int kT = H == 2 ? kPairTokens : kTokens;
   static_assert(kRunTokens == 1 || kRunTokens == kT);
-  // The tile from token t's activations (runs start at multiples of kRunTokens: a's first token is one).
-  const auto acts = [&](int64_t t) -> Acts {
-    if constexpr (kRunTokens == 1) return {a + t * nb, nb};
-    const int64_t run = t / kRunTokens * kRunTokens;
-    return {a + run * nb + (t - run), std::min<int64_t>(kRunTokens, num_tokens - run)};
-  };
+  const auto acts = [&](int64_t t) { return tile_acts(a, num_tokens, nb, t); };
   // Where tiles of three would leave one token, the last four go by twos: a tile of one passes the
   // codes at a third of the rate.
   int64_t full = num_tokens / kT;
@@ -716,8 +742,13 @@ constexpr int64_t kUnpackFrom = 8;
 
 // A group's rows (rows of them real) against num_tokens tokens.
 template <class B>
-void vector_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
-                 int rows) {
+void vector_rows(const uint8_t* g, const ActBlock* a, [[maybe_unused]] const int16_t* xw, int64_t num_tokens, int64_t nb, float* y,
+                 int64_t n_out, int rows) {
+#if defined(__AVX512VNNI__)
+  if constexpr (std::is_same_v<B, BlockQ6_K>) {
+    if (xw) return word_tiles(g, a, xw, num_tokens, nb, y, n_out, rows);
+  }
+#endif
   if constexpr (std::is_same_v<Wide, Ymm> && !kVnni) {
     if (num_tokens >= kUnpackFrom) {
       // 128 KB for k = 8192 with AVX2, 256 KB for signed codes. (A type of this copy's own: a
@@ -749,12 +780,12 @@ void vector_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_
 }
 
 template <class B>
-void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
-                int rows) {
+void group_rows(const uint8_t* g, const ActBlock* a, [[maybe_unused]] const int16_t* xw, int64_t num_tokens, int64_t nb,
+                float* y, int64_t n_out, int rows) {
 #if !defined(__AVX512VNNI__)
   if (num_tokens == 1) return group_tile<B, YmmPair, 1, 1, false>(g, nullptr, Acts{a, nb}, nb, y, n_out, 0, rows, true);
 #endif
-  vector_rows<B>(g, a, num_tokens, nb, y, n_out, rows);
+  vector_rows<B>(g, a, xw, num_tokens, nb, y, n_out, rows);
 }
 #else
 inline float u16_half(const uint8_t* p) {
@@ -843,8 +874,8 @@ void chunk_dot_scalar(const uint8_t* g, int64_t b, int r, const ActBlock& ab, fl
 }
 
 template <class B>
-void group_rows(const uint8_t* g, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
-                int rows) {
+void group_rows(const uint8_t* g, const ActBlock* a, [[maybe_unused]] const int16_t* xw, int64_t num_tokens, int64_t nb,
+                float* y, int64_t n_out, int rows) {
   for (int64_t t = 0; t < num_tokens; ++t) {
     float acc[kRows] = {}, off[kRows] = {};
     if constexpr (kSuper<B>) {
@@ -879,6 +910,16 @@ void matmul_groups(const float* xf, int64_t num_tokens, int64_t k, const uint8_t
 #else
   const ActBlock* a = q8::quantize_rows(xf, num_tokens, k, group, kRunTokens);
 #endif
+  const int16_t* xw = nullptr;  // the activations' words, for words::tile
+#if defined(__AVX512VNNI__)
+  if (std::is_same_v<B, BlockQ6_K> && num_tokens >= words::kFrom) {
+#if defined(__AMX_INT8__)
+    if (!by_tiles) xw = words::widen_acts(a, num_tokens * nb);
+#else
+    xw = words::widen_acts(a, num_tokens * nb);
+#endif
+  }
+#endif
   const int64_t groups = (n_out + kRows - 1) / kRows;
   const size_t group_bytes = size_t(nb / q8_packed::kChunksPerBlock<B>) * q8_packed::kPackedBlockBytes<B>;
 #if defined(__AMX_INT8__)
@@ -893,7 +934,8 @@ void matmul_groups(const float* xf, int64_t num_tokens, int64_t k, const uint8_t
       const int64_t tokens = std::min(kTokenBlock, num_tokens - t0);
       for (int64_t g = begin; g < end; ++g) {
         const int rows = int(std::min<int64_t>(kRows, n_out - g * kRows));
-        group_rows<B>(w + g * group_bytes, a + t0 * nb, tokens, nb, y + t0 * n_out + g * kRows, n_out, rows);
+        group_rows<B>(w + g * group_bytes, a + t0 * nb, xw ? xw + t0 * nb * q8::kBlock : nullptr, tokens, nb,
+                      y + t0 * n_out + g * kRows, n_out, rows);
       }
     }
   });
