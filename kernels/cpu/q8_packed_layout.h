@@ -179,4 +179,15 @@ inline constexpr int kChunksPerBlock<BlockQ6_K> = 8;
 template <>
 inline constexpr int kChunksPerBlock<BlockIQ4_XS> = 8;
 
+// Calls f(block) with a value of the file's block type of a packed format (every block type but
+// Q8_K, which only activations use); false if wtype is not one.
+template <class F>
+bool visit_packed(DType wtype, F f) {
+  bool packed = false;
+  with_block(wtype, [&]<class B, int64_t>() {
+    if constexpr (!std::is_same_v<B, BlockQ8_K>) packed = true, f(B{});
+  });
+  return packed;
+}
+
 }  // namespace flashserve::kernels::q8_packed

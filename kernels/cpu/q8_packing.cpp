@@ -3,7 +3,6 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/q8_packed_layout.h"
@@ -159,29 +158,14 @@ void pack_iq4xs_groups(const BlockIQ4_XS* w, int64_t n_out, int64_t nsb, uint8_t
 
 }  // namespace
 
-namespace {
-
-// Calls f(block) with a value of the file's block type of a packed format (every block type but
-// Q8_K, which only activations use); false if wtype is not one.
-template <class F>
-bool visit_packed(DType wtype, F f) {
-  bool packed = false;
-  with_block(wtype, [&]<class B, int64_t>() {
-    if constexpr (!std::is_same_v<B, BlockQ8_K>) packed = true, f(B{});
-  });
-  return packed;
-}
-
-}  // namespace
-
 bool q8_packs(DType wtype) {
-  return visit_packed(wtype, [](auto) {});
+  return q8_packed::visit_packed(wtype, [](auto) {});
 }
 
 size_t q8_packed_bytes(DType wtype, int64_t n_out, int64_t k) {
   const int64_t groups = (n_out + q8_packed::kRows - 1) / q8_packed::kRows;
   size_t bytes = 0;
-  visit_packed(wtype, [&](auto block) {
+  q8_packed::visit_packed(wtype, [&](auto block) {
     using Block = decltype(block);
     bytes = size_t(groups * (k / block_elems(wtype))) * q8_packed::kPackedBlockBytes<Block>;
   });
@@ -194,7 +178,7 @@ void pack_rows_for_q8(const void* w, DType wtype, int64_t n_out, int64_t k, void
   }
   const int64_t blocks = k / block_elems(wtype);
   auto* o = static_cast<uint8_t*>(out);
-  const bool packed = visit_packed(wtype, [&](auto block) {
+  const bool packed = q8_packed::visit_packed(wtype, [&](auto block) {
     using Block = decltype(block);
     const auto* rows = static_cast<const Block*>(w);
     if constexpr (std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K>) {

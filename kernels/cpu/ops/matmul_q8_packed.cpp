@@ -90,6 +90,13 @@ int chunk_of(int64_t b) {
   return int(b % q8_packed::kChunksPerBlock<B>);
 }
 
+// Tokens whose activation blocks go in runs (Acts): a tile's worth with AVX-512 VNNI, none elsewhere.
+#if defined(__AVX512VNNI__)
+constexpr int kRunTokens = 8;
+#else
+constexpr int kRunTokens = 1;
+#endif
+
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
 #if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
 constexpr bool kVnni = true;
@@ -99,12 +106,6 @@ constexpr bool kVnni = false;
 
 #include "kernels/cpu/ops/matmul_q8_packed_vectors.inc"
 
-// Tokens whose activation blocks go in runs (Acts): a tile's worth with AVX-512 VNNI, none elsewhere.
-#if defined(__AVX512VNNI__)
-constexpr int kRunTokens = 8;
-#else
-constexpr int kRunTokens = 1;
-#endif
 // A tile's activations: token t's block b. Each token's blocks follow each other (step nb), or the
 // tokens go in runs of kRunTokens, a run's blocks chunk by chunk (step the run's length,
 // q8::quantize_rows' run): a tile of eight tokens then finds a chunk's eight blocks at constant
@@ -649,8 +650,10 @@ void super_group_tile(const uint8_t* g, const uint8_t* unpacked, Acts a, int64_t
     for (int h = 0; h < H; ++h) store_halves<V>(y + t * n_out + row0, V::add(acc[t][h], off[t][h]), h, rows);
 }
 
+// Not inlined: a tile is a function of its own, as when tiles() called each shape from its own line
+// (inlined into each_tile's lambdas, the avx2 copy's Q4_K ran 6% slower at 64 tokens).
 template <class B, class V, int T, int H, bool kUnpacked>
-void group_tile(const uint8_t* g, const uint8_t* unpacked, Acts a, int64_t nb, float* y, int64_t n_out,
+[[gnu::noinline]] void group_tile(const uint8_t* g, const uint8_t* unpacked, Acts a, int64_t nb, float* y, int64_t n_out,
                 int row0, int rows, bool fetch) {
   if constexpr (kSuper<B>) super_group_tile<B, V, T, H, kUnpacked>(g, unpacked, a, nb, y, n_out, row0, rows, fetch);
   else chunk_group_tile<B, V, T, H, kUnpacked>(g, unpacked, a, nb, y, n_out, row0, rows, fetch);
@@ -677,6 +680,22 @@ constexpr int kUnpackedHalves = 2;
 #endif
 constexpr int kPairTokens = 3;
 
+// Calls f.template operator()<T>(t) for the tiles of num_tokens tokens, in order: of kT tokens, then
+// (kT > 4) one of four, then twos and a one. Where tiles of three would leave one token, the last
+// four go by twos: a tile of one passes the codes at a third of the rate.
+template <int kT, class F>
+void each_tile(int64_t num_tokens, F&& f) {
+  int64_t full = num_tokens / kT;
+  if (kT == 3 && num_tokens % kT == 1 && full > 0) --full;
+  int64_t t = 0;
+  for (; t < full * kT; t += kT) f.template operator()<kT>(t);
+  if constexpr (kT > 4) {
+    if (t + 4 <= num_tokens) f.template operator()<4>(t), t += 4;
+  }
+  for (; t + 2 <= num_tokens; t += 2) f.template operator()<2>(t);
+  if (t < num_tokens) f.template operator()<1>(t);
+}
+
 // The tile from token t of a's num_tokens (a's first token starts a run: kRunTokens).
 inline Acts tile_acts(const ActBlock* a, int64_t num_tokens, int64_t nb, int64_t t) {
   if constexpr (kRunTokens == 1) return {a + t * nb, nb};
@@ -695,15 +714,10 @@ void word_tiles(const uint8_t* g, const ActBlock* a, const int16_t* xw, int64_t 
   unpacked.resize(size_t(nb) * words::kQuadVectors);
   int16_t* u = unpacked.data()->w;
   words::unpack_words(g, nb, u);
-  const auto tile = [&]<int T>(int64_t t) {
+  each_tile<kTokens>(num_tokens, [&]<int T>(int64_t t) {
     const Acts x = tile_acts(a, num_tokens, nb, t);
     words::tile<T>(g, u, x, xw + (x.a - a) * q8::kBlock, nb, y + t * n_out, n_out, rows);
-  };
-  int64_t t = 0;
-  for (; t + kTokens <= num_tokens; t += kTokens) tile.template operator()<kTokens>(t);
-  if (t + 4 <= num_tokens) tile.template operator()<4>(t), t += 4;
-  for (; t + 2 <= num_tokens; t += 2) tile.template operator()<2>(t);
-  if (t < num_tokens) tile.template operator()<1>(t);
+  });
 }
 #endif
 
@@ -715,25 +729,10 @@ void tiles(const uint8_t* g, const uint8_t* u, const ActBlock* a, int64_t num_to
            int64_t n_out, int row0, int rows, bool fetch) {
   constexpr int kT = H == 2 ? kPairTokens : kTokens;
   static_assert(kRunTokens == 1 || kRunTokens == kT);
-  const auto acts = [&](int64_t t) { return tile_acts(a, num_tokens, nb, t); };
-  // Where tiles of three would leave one token, the last four go by twos: a tile of one passes the
-  // codes at a third of the rate.
-  int64_t full = num_tokens / kT;
-  if (kT == 3 && num_tokens % kT == 1 && full > 0) --full;
-  int64_t t = 0;
-  for (; t < full * kT; t += kT) {
-    group_tile<B, V, kT, H, kUnpacked>(g, u, acts(t), nb, y + t * n_out, n_out, row0, rows, fetch && t == 0);
-  }
-  if constexpr (kT > 4) {
-    if (t + 4 <= num_tokens) {
-      group_tile<B, V, 4, H, kUnpacked>(g, u, acts(t), nb, y + t * n_out, n_out, row0, rows, fetch && t == 0);
-      t += 4;
-    }
-  }
-  for (; t + 2 <= num_tokens; t += 2) {
-    group_tile<B, V, 2, H, kUnpacked>(g, u, acts(t), nb, y + t * n_out, n_out, row0, rows, fetch && t == 0);
-  }
-  if (t < num_tokens) group_tile<B, V, 1, H, kUnpacked>(g, u, acts(t), nb, y + t * n_out, n_out, row0, rows, fetch && t == 0);
+  each_tile<kT>(num_tokens, [&]<int T>(int64_t t) {
+    group_tile<B, V, T, H, kUnpacked>(g, u, tile_acts(a, num_tokens, nb, t), nb, y + t * n_out, n_out, row0, rows,
+                                      fetch && t == 0);
+  });
 }
 
 // At 8 tokens (two tiles) unpacking first is about even for Q4_K (BM_MatmulPacked k 5632: 682 ->
@@ -896,9 +895,6 @@ void group_rows(const uint8_t* g, const ActBlock* a, [[maybe_unused]] const int1
 // asks for them 1 KB ahead: prefetch_ahead). Tokens go by blocks whose activations stay in a core's L2 (64 tokens of k = 8,192 take
 // 850 KB) while every group of the run passes them.
 constexpr int64_t kTokenBlock = 64;
-#if !defined(FLASHSERVE_AVX512) && !defined(FLASHSERVE_AVX2)
-constexpr int kRunTokens = 1;
-#endif
 static_assert(kTokenBlock % kRunTokens == 0);
 template <class B>
 void matmul_groups(const float* xf, int64_t num_tokens, int64_t k, const uint8_t* w, int64_t n_out, float* y) {
@@ -906,19 +902,13 @@ void matmul_groups(const float* xf, int64_t num_tokens, int64_t k, const uint8_t
   const int64_t group = kSuper<B> ? kSuperBlock : q8::kBlock;
 #if defined(__AMX_INT8__)
   const bool by_tiles = num_tokens >= amx::kMinTokens<B>;
-  const ActBlock* a = q8::quantize_rows(xf, num_tokens, k, group, by_tiles ? 1 : kRunTokens);
 #else
-  const ActBlock* a = q8::quantize_rows(xf, num_tokens, k, group, kRunTokens);
+  constexpr bool by_tiles = false;
 #endif
+  const ActBlock* a = q8::quantize_rows(xf, num_tokens, k, group, by_tiles ? 1 : kRunTokens);
   const int16_t* xw = nullptr;  // the activations' words, for words::tile
 #if defined(__AVX512VNNI__)
-  if (std::is_same_v<B, BlockQ6_K> && num_tokens >= words::kFrom) {
-#if defined(__AMX_INT8__)
-    if (!by_tiles) xw = words::widen_acts(a, num_tokens * nb);
-#else
-    xw = words::widen_acts(a, num_tokens * nb);
-#endif
-  }
+  if (std::is_same_v<B, BlockQ6_K> && !by_tiles && num_tokens >= words::kFrom) xw = words::widen_acts(a, num_tokens * nb);
 #endif
   const int64_t groups = (n_out + kRows - 1) / kRows;
   const size_t group_bytes = size_t(nb / q8_packed::kChunksPerBlock<B>) * q8_packed::kPackedBlockBytes<B>;
@@ -949,9 +939,7 @@ void matmul_q8_packed(const float* x, int64_t num_tokens, int64_t k, const void*
   if (k % block_elems(wtype) != 0) throw_invalid_argument("matmul_q8_packed: k=%lld is not whole blocks", (long long)k);
   if (num_tokens <= 0 || n_out <= 0) return;
   const auto* w = static_cast<const uint8_t*>(packed);
-  with_block(wtype, [&]<class B, int64_t>() {
-    if constexpr (!std::is_same_v<B, BlockQ8_K>) matmul_groups<B>(x, num_tokens, k, w, n_out, y);
-  });
+  q8_packed::visit_packed(wtype, [&](auto block) { matmul_groups<decltype(block)>(x, num_tokens, k, w, n_out, y); });
 }
 
 }  // namespace flashserve::kernels::FLASHSERVE_ISA
