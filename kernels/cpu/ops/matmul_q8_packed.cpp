@@ -313,22 +313,38 @@ void prefetch_ahead(const uint8_t* g, int64_t b) {
   for (size_t line = 0; line < kChunkBytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
 }
 
+// Quads v and v + 4 of a chunk that unpack_loaded wrote at u.
+template <class V>
+[[gnu::always_inline]] inline Quads<V> loaded_quads(const uint8_t* u, int v) {
+  return {V::load(u + q8_packed::kVector * v), V::load(u + q8_packed::kVector * (v + 4))};
+}
+
 // Chunk k's exact integer sums against each of T tokens' activation blocks x (kHalfScales: each
-// half apart, the second in hi).
-template <class B, class V, int T>
+// half apart, the second in hi). kLoaded: k.codes are a chunk as unpack_loaded wrote it; there each
+// token's sum goes in two chains of four vpdpbusd, the low quads' and the high ones', added at the
+// end: one chain of eight (40 cycles of latency) made the tile wait (one thread of the 2-core Xeon
+// without AMX, BM_MatmulPacked n_out 2048 k 2048 64 tokens, best of 9 alternating: Q4_K 1714 ->
+// 1655 us, Q5_K 1718 -> 1656, IQ4_XS 1580 -> 1484; with the codes unpacked in the tile, where the
+// second chain's registers are scarcer, about even).
+template <class B, class V, int T, bool kLoaded = false>
 [[gnu::always_inline]] inline void chunk_sums(const Chunk<V>& k, const ActBlock* const (&x)[T], typename V::I (&lo)[T],
                                               typename V::I (&hi)[T]) {
   constexpr bool kHalves = kHalfScales<B>;
+  constexpr bool kTwoChains = kLoaded && !kHalves;
   for (int t = 0; t < T; ++t) {
     lo[t] = sum_start<B, V>(*x[t], false);
     if constexpr (kHalves) hi[t] = sum_start<B, V>(*x[t], true);
+    if constexpr (kTwoChains) hi[t] = V::each_dword(0);
   }
   using I = typename V::I;
   I part[T];  // without VNNI: pair sums of unsigned codes not yet widened
   each_quad([&](auto v) {
-    const Quads<V> q = quads<B, V, v>(k);
+    const Quads<V> q = kLoaded ? loaded_quads<V>(k.codes, v) : quads<B, V, v>(k);
     for (int t = 0; t < T; ++t) {
       if constexpr (kHalves) {
+        lo[t] = dot<B, V>(lo[t], q.lo, x_quad<V>(*x[t], v));
+        hi[t] = dot<B, V>(hi[t], q.hi, x_quad<V>(*x[t], v + 4));
+      } else if constexpr (kTwoChains) {
         lo[t] = dot<B, V>(lo[t], q.lo, x_quad<V>(*x[t], v));
         hi[t] = dot<B, V>(hi[t], q.hi, x_quad<V>(*x[t], v + 4));
       } else if constexpr (kVnni || kSignedCodes<B>) {
@@ -340,6 +356,9 @@ template <class B, class V, int T>
       }
     }
   });
+  if constexpr (kTwoChains) {
+    for (int t = 0; t < T; ++t) lo[t] = V::add32(lo[t], hi[t]);
+  }
 }
 
 // Without VNNI, from kUnpackFrom tokens on, a group's codes are unpacked once for every token of a
@@ -394,6 +413,32 @@ void unpack_codes(const uint8_t* g, int64_t nb, int row0, uint8_t* out) {
         }
       });
     }
+  }
+}
+
+// With AVX-512 VNNI, for the super-scaled formats from kLoadFrom tokens on, a group's codes are
+// likewise unpacked once for every token of a block: chunk c's eight vectors as quads() gives them
+// (quads 0-3 low, then high) at c * kLoadedChunk, which the tiles load (loaded_quads) instead of
+// unpacking them for every tile of eight tokens. A token's chunk then costs its 8 vpdpbusd, its
+// scale's vpmulld (2 uops) and two adds; unpacking in the tile cost Q5_K 27 uops more a chunk
+// (about 4 a token). The same integers, so the same bits. One thread of a 2-core Xeon (AVX-512
+// VNNI, no AMX), BM_MatmulPacked n_out 2048, best of 6 alternating, k 2048 64 tokens: Q2_K 2021 ->
+// 1877 us, Q3_K 2150 -> 1840, Q4_K 1728 -> 1651, Q5_K 1865 -> 1683, IQ4_XS 1615 -> 1472; 512
+// tokens 1.06-1.17x (Q5_K k 5632: 44925 -> 39968); 32 tokens 0.98-1.07x, 24 0.94-1.02, 16
+// 0.85-0.92 (hence kLoadFrom). Q8_0 and Q4_1 (one fma a chunk) about even: not taken. Prefill of
+// 512 tokens (bench_forward, both threads, three rounds alternating), 1B-shaped files: Q5_K_M
+// 186-212 -> 233-244 tokens/s, IQ4_XS 260-262 -> 278-285.
+constexpr size_t kLoadedChunk = 8 * q8_packed::kVector;
+
+template <class B, class V>
+void unpack_loaded(const uint8_t* g, int64_t nb, uint8_t* out) {
+  for (int64_t b = 0; b < nb; ++b, out += kLoadedChunk) {
+    const Chunk<V> k = chunk_at<B, V>(g, b, 0);
+    each_quad([&](auto v) {
+      const Quads<V> q = quads<B, V, v>(k);
+      V::store_bytes(out + q8_packed::kVector * v, q.lo);
+      V::store_bytes(out + q8_packed::kVector * (v + 4), q.hi);
+    });
   }
 }
 
@@ -589,7 +634,7 @@ void super_group_tile(const uint8_t* g, const uint8_t* unpacked, Acts a, int64_t
       if (!kUnpacked && fetch) prefetch_ahead<B>(g, s + c);
       const ActBlock* x[T];
       for (int t = 0; t < T; ++t) x[t] = &a.at(t, s + c);
-      if constexpr (kUnpacked) {
+      if constexpr (kUnpacked && !kVnni) {
         IntScales<V> sc[H];
         I s_lo[H], s_hi[H];
         for (int h = 0; h < H; ++h) {
@@ -601,10 +646,11 @@ void super_group_tile(const uint8_t* g, const uint8_t* unpacked, Acts a, int64_t
         for (int h = 0; h < H; ++h) add_code_bias<B, V, T, H>(sc[h], x, sums, h);
       } else {
         const IntScales<V> sc = int_scales<B, V>(p, c, row0);
-        const Chunk<V> k = chunk_at<B, V>(g, s + c, row0);
+        Chunk<V> k = chunk_at<B, V>(g, s + c, row0);
+        if constexpr (kUnpacked) k.codes = unpacked + (s + c) * kLoadedChunk;
         if constexpr (kVnni || !kHalves || T == 1) {
           I lo[T], hi[T];
-          chunk_sums<B, V, T>(k, x, lo, hi);
+          chunk_sums<B, V, T, kUnpacked>(k, x, lo, hi);
           for (int t = 0; t < T; ++t) {
             sums[t][0] = V::add32(sums[t][0], V::mul32(lo[t], sc.lo));
             if constexpr (kHalves) sums[t][0] = V::add32(sums[t][0], V::mul32(hi[t], sc.hi));
@@ -738,6 +784,7 @@ void tiles(const uint8_t* g, const uint8_t* u, const ActBlock* a, int64_t num_to
 // At 8 tokens (two tiles) unpacking first is about even for Q4_K (BM_MatmulPacked k 5632: 682 ->
 // 701 us) and ahead for Q6_K (907 -> 787); from 12 on ahead for both.
 constexpr int64_t kUnpackFrom = 8;
+constexpr int64_t kLoadFrom = 32;
 
 // A group's rows (rows of them real) against num_tokens tokens.
 template <class B>
@@ -746,6 +793,18 @@ void vector_rows(const uint8_t* g, const ActBlock* a, [[maybe_unused]] const int
 #if defined(__AVX512VNNI__)
   if constexpr (std::is_same_v<B, BlockQ6_K>) {
     if (xw) return word_tiles(g, a, xw, num_tokens, nb, y, n_out, rows);
+  }
+  if constexpr (kSuper<B>) {
+    if (num_tokens >= kLoadFrom) {
+      struct alignas(64) LoadedChunk {  // a type of this copy's own, as UnpackedChunk below
+        uint8_t bytes[kLoadedChunk];
+      };
+      thread_local std::vector<LoadedChunk> loaded;
+      if (loaded.size() < size_t(nb)) loaded.resize(size_t(nb));
+      uint8_t* u = loaded.data()->bytes;
+      unpack_loaded<B, Zmm>(g, nb, u);
+      return tiles<B, Zmm, 1, true>(g, u, a, num_tokens, nb, y, n_out, 0, rows, false);
+    }
   }
 #endif
   if constexpr (std::is_same_v<Wide, Ymm> && !kVnni) {
