@@ -97,6 +97,23 @@ constexpr int kRunTokens = 8;
 constexpr int kRunTokens = 1;
 #endif
 
+// A block of tokens' activations (q8::quantize_rows) and what some tiles read besides, each at the
+// index of its block: Q6_K's codes widened to int16 (words::tile; 32 a block) and Q4_K's and Q5_K's
+// sums of q of chunks 2 j and 2 j + 1 as the int16 pair of one int32 (sum_pair; at chunk 2 j's
+// block), made once a matmul (chunk_pair_sums) rather than once a group and tile: there each pair
+// took about eight scalar instructions and a broadcast from a general register, a fifth of Q4_K's
+// tile time on the avx512-vnni copy. One thread of a 2-core Xeon (AVX-512 VNNI, no AMX),
+// BM_MatmulPacked n_out 2048, best of 6 alternating: avx512-vnni 8 tokens Q4_K 1.06-1.09x, Q5_K
+// 1.10-1.11x, 64 tokens 1.05-1.09x; avx2 0.97-1.05x; one token even.
+struct TokenBlock {
+  const ActBlock* a;
+  const int16_t* words;
+  const int32_t* pairs;
+  TokenBlock from(int64_t block) const {
+    return {a + block, words ? words + block * q8::kBlock : nullptr, pairs ? pairs + block : nullptr};
+  }
+};
+
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
 #if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
 constexpr bool kVnni = true;
@@ -106,6 +123,28 @@ constexpr bool kVnni = false;
 
 #include "kernels/cpu/ops/matmul_q8_packed_vectors.inc"
 
+// The sums of q of two chunks as the int16 pair of one int32 (each within +-32 * 127).
+inline int32_t sum_pair(const ActBlock& even, const ActBlock& odd) {
+  return int32_t(uint32_t(uint16_t(even.sum_lo + even.sum_hi)) | uint32_t(uint16_t(odd.sum_lo + odd.sum_hi)) << 16);
+}
+
+// TokenBlock's pairs for num_tokens tokens' blocks a, nb of them a token, in runs of run tokens
+// (q8::quantize_rows).
+inline const int32_t* chunk_pair_sums(const ActBlock* a, int64_t num_tokens, int64_t nb, int64_t run) {
+  struct Pair {  // a type of this copy's own, as vector_rows' UnpackedChunk
+    int32_t v;
+  };
+  thread_local std::vector<Pair> pairs;
+  pairs.resize(size_t(num_tokens * nb));
+  int32_t* out = &pairs.data()->v;
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const int64_t first = t / run * run, n = std::min(run, num_tokens - first);
+    const int64_t at = first * nb + (t - first);  // token t's block b: at + b * n
+    for (int64_t b = 0; b + 1 < nb; b += 2) out[at + b * n] = sum_pair(a[at + b * n], a[at + (b + 1) * n]);
+  }
+  return out;
+}
+
 // A tile's activations: token t's block b. Each token's blocks follow each other (step nb), or the
 // tokens go in runs of kRunTokens, a run's blocks chunk by chunk (step the run's length,
 // q8::quantize_rows' run): a tile of eight tokens then finds a chunk's eight blocks at constant
@@ -113,11 +152,16 @@ constexpr bool kVnni = false;
 // avx512-vnni copy's tiles (Q4_K's tile: 89 movq, 40 after). One thread of a 2-core Xeon (AVX-512
 // VNNI, no AMX), BM_MatmulPacked n_out 2048 k 2048, 64 tokens, best of 9 alternating: Q4_K 1916 ->
 // 1765 us, Q5_K 1970 -> 1943, Q6_K 2402 -> 2353, IQ4_XS 1748 -> 1642 (Q8_0 at k 576 within noise).
+// pairs: Q4_K's and Q5_K's sums of q of chunks b and b + 1 (TokenBlock), at the index of b's block.
 struct Acts {
   const ActBlock* a;
   int64_t step;
-  const ActBlock& at(int t, int64_t b) const { return kRunTokens > 1 ? a[b * step + t] : a[t * step + b]; }
+  const int32_t* pairs;
+  int64_t index(int t, int64_t b) const { return kRunTokens > 1 ? b * step + t : t * step + b; }
+  const ActBlock& at(int t, int64_t b) const { return a[index(t, b)]; }
+  int32_t pair(int t, int64_t b) const { return pairs[index(t, b)]; }
 };
+
 
 // Quads v and v + 4 of a chunk's rows (elements 4 v .. 4 v + 3 and 16 + 4 v .. 16 + 4 v + 3, one
 // row a lane), as dot takes them: unsigned codes, or signed ones (kSignedCodes) biased by 128
@@ -260,10 +304,6 @@ inline int32_t half_pair(const ActBlock& ab) {
   int32_t pair;
   std::memcpy(&pair, &ab.sum_lo, 4);
   return pair;
-}
-// The sums of q of two chunks likewise (each within +-32 * 127).
-inline int32_t sum_pair(const ActBlock& even, const ActBlock& odd) {
-  return int32_t(uint32_t(uint16_t(even.sum_lo + even.sum_hi)) | uint32_t(uint16_t(odd.sum_lo + odd.sum_hi)) << 16);
 }
 
 // Where a token's integer sums start, so that the codes' bias comes off: the formats whose codes
@@ -667,10 +707,7 @@ void super_group_tile(const uint8_t* g, const uint8_t* unpacked, Acts a, int64_t
       if constexpr (kAffineK<B>) {
         for (int j = 0; j < 4; ++j) {
           const I m = minimum_pair<V>(p, j, r0);
-          for (int t = 0; t < T; ++t) {
-            const int64_t b = s + 2 * j;
-            mins[t] = V::add32(mins[t], V::madd16(m, V::each_dword(sum_pair(a.at(t, b), a.at(t, b + 1)))));
-          }
+          for (int t = 0; t < T; ++t) mins[t] = V::add_madd16(mins[t], m, V::each_dword(a.pair(t, s + 2 * j)));
         }
       }
       if constexpr (std::is_same_v<B, BlockQ2_K>) {
@@ -742,27 +779,26 @@ void each_tile(int64_t num_tokens, F&& f) {
   if (t < num_tokens) f.template operator()<1>(t);
 }
 
-// The tile from token t of a's num_tokens (a's first token starts a run: kRunTokens).
-inline Acts tile_acts(const ActBlock* a, int64_t num_tokens, int64_t nb, int64_t t) {
-  if constexpr (kRunTokens == 1) return {a + t * nb, nb};
-  const int64_t run = t / kRunTokens * kRunTokens;
-  return {a + run * nb + (t - run), std::min<int64_t>(kRunTokens, num_tokens - run)};
+// The tile from token t of x's num_tokens (x's first token starts a run: kRunTokens).
+inline Acts tile_acts(const TokenBlock& x, int64_t num_tokens, int64_t nb, int64_t t) {
+  const int64_t run = t / kRunTokens * kRunTokens, first = run * nb + (t - run);
+  return {x.a + first, kRunTokens == 1 ? nb : std::min<int64_t>(kRunTokens, num_tokens - run),
+          x.pairs ? x.pairs + first : nullptr};
 }
 
 #if defined(__AVX512VNNI__)
 #include "kernels/cpu/ops/matmul_q8_packed_words.inc"
 
-// Q6_K's group against num_tokens tokens by words::tile, its chunks unpacked first; xw: the words
-// of a's blocks.
-void word_tiles(const uint8_t* g, const ActBlock* a, const int16_t* xw, int64_t num_tokens, int64_t nb, float* y,
-                int64_t n_out, int rows) {
+// Q6_K's group against num_tokens tokens by words::tile, its chunks unpacked first.
+void word_tiles(const uint8_t* g, const TokenBlock& a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
+                int rows) {
   thread_local std::vector<words::Words> unpacked;
   unpacked.resize(size_t(nb) * words::kQuadVectors);
   int16_t* u = unpacked.data()->w;
   words::unpack_words(g, nb, u);
   each_tile<kTokens>(num_tokens, [&]<int T>(int64_t t) {
     const Acts x = tile_acts(a, num_tokens, nb, t);
-    words::tile<T>(g, u, x, xw + (x.a - a) * q8::kBlock, nb, y + t * n_out, n_out, rows);
+    words::tile<T>(g, u, x, a.words + (x.a - a.a) * q8::kBlock, nb, y + t * n_out, n_out, rows);
   });
 }
 #endif
@@ -771,7 +807,7 @@ void word_tiles(const uint8_t* g, const ActBlock* a, const int16_t* xw, int64_t 
 // tiles are always passed false, and also test kUnpacked: without that constant GCC keeps the
 // prefetch loop in them (10-12 more instructions each in the avx2 copy).
 template <class B, class V, int H, bool kUnpacked>
-void tiles(const uint8_t* g, const uint8_t* u, const ActBlock* a, int64_t num_tokens, int64_t nb, float* y,
+void tiles(const uint8_t* g, const uint8_t* u, const TokenBlock& a, int64_t num_tokens, int64_t nb, float* y,
            int64_t n_out, int row0, int rows, bool fetch) {
   constexpr int kT = H == 2 ? kPairTokens : kTokens;
   static_assert(kRunTokens == 1 || kRunTokens == kT);
@@ -788,11 +824,11 @@ constexpr int64_t kLoadFrom = 32;
 
 // A group's rows (rows of them real) against num_tokens tokens.
 template <class B>
-void vector_rows(const uint8_t* g, const ActBlock* a, [[maybe_unused]] const int16_t* xw, int64_t num_tokens, int64_t nb, float* y,
-                 int64_t n_out, int rows) {
+void vector_rows(const uint8_t* g, const TokenBlock& a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
+                 int rows) {
 #if defined(__AVX512VNNI__)
   if constexpr (std::is_same_v<B, BlockQ6_K>) {
-    if (xw) return word_tiles(g, a, xw, num_tokens, nb, y, n_out, rows);
+    if (a.words) return word_tiles(g, a, num_tokens, nb, y, n_out, rows);
   }
   if constexpr (kSuper<B>) {
     if (num_tokens >= kLoadFrom) {
@@ -838,12 +874,14 @@ void vector_rows(const uint8_t* g, const ActBlock* a, [[maybe_unused]] const int
 }
 
 template <class B>
-void group_rows(const uint8_t* g, const ActBlock* a, [[maybe_unused]] const int16_t* xw, int64_t num_tokens, int64_t nb,
-                float* y, int64_t n_out, int rows) {
+void group_rows(const uint8_t* g, const TokenBlock& a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
+                int rows) {
 #if !defined(__AVX512VNNI__)
-  if (num_tokens == 1) return group_tile<B, YmmPair, 1, 1, false>(g, nullptr, Acts{a, nb}, nb, y, n_out, 0, rows, true);
+  if (num_tokens == 1) {
+    return group_tile<B, YmmPair, 1, 1, false>(g, nullptr, tile_acts(a, 1, nb, 0), nb, y, n_out, 0, rows, true);
+  }
 #endif
-  vector_rows<B>(g, a, xw, num_tokens, nb, y, n_out, rows);
+  vector_rows<B>(g, a, num_tokens, nb, y, n_out, rows);
 }
 #else
 inline float u16_half(const uint8_t* p) {
@@ -932,8 +970,9 @@ void chunk_dot_scalar(const uint8_t* g, int64_t b, int r, const ActBlock& ab, fl
 }
 
 template <class B>
-void group_rows(const uint8_t* g, const ActBlock* a, [[maybe_unused]] const int16_t* xw, int64_t num_tokens, int64_t nb,
-                float* y, int64_t n_out, int rows) {
+void group_rows(const uint8_t* g, const TokenBlock& x, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
+                int rows) {
+  const ActBlock* a = x.a;
   for (int64_t t = 0; t < num_tokens; ++t) {
     float acc[kRows] = {}, off[kRows] = {};
     if constexpr (kSuper<B>) {
@@ -950,6 +989,7 @@ void group_rows(const uint8_t* g, const ActBlock* a, [[maybe_unused]] const int1
 }
 #endif
 
+
 // Threads take contiguous runs of groups: each reads its weights front to back (a single token
 // asks for them 1 KB ahead: prefetch_ahead). Tokens go by blocks whose activations stay in a core's L2 (64 tokens of k = 8,192 take
 // 850 KB) while every group of the run passes them.
@@ -964,10 +1004,14 @@ void matmul_groups(const float* xf, int64_t num_tokens, int64_t k, const uint8_t
 #else
   constexpr bool by_tiles = false;
 #endif
-  const ActBlock* a = q8::quantize_rows(xf, num_tokens, k, group, by_tiles ? 1 : kRunTokens);
-  const int16_t* xw = nullptr;  // the activations' words, for words::tile
+  const int64_t run = by_tiles ? 1 : kRunTokens;
+  const ActBlock* a = q8::quantize_rows(xf, num_tokens, k, group, run);
+  TokenBlock acts{a, nullptr, nullptr};
 #if defined(__AVX512VNNI__)
-  if (std::is_same_v<B, BlockQ6_K> && !by_tiles && num_tokens >= words::kFrom) xw = words::widen_acts(a, num_tokens * nb);
+  if (std::is_same_v<B, BlockQ6_K> && !by_tiles && num_tokens >= words::kFrom) acts.words = words::widen_acts(a, num_tokens * nb);
+#endif
+#if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
+  if (kAffineK<B> && !by_tiles) acts.pairs = chunk_pair_sums(a, num_tokens, nb, run);
 #endif
   const int64_t groups = (n_out + kRows - 1) / kRows;
   const size_t group_bytes = size_t(nb / q8_packed::kChunksPerBlock<B>) * q8_packed::kPackedBlockBytes<B>;
@@ -983,8 +1027,7 @@ void matmul_groups(const float* xf, int64_t num_tokens, int64_t k, const uint8_t
       const int64_t tokens = std::min(kTokenBlock, num_tokens - t0);
       for (int64_t g = begin; g < end; ++g) {
         const int rows = int(std::min<int64_t>(kRows, n_out - g * kRows));
-        group_rows<B>(w + g * group_bytes, a + t0 * nb, xw ? xw + t0 * nb * q8::kBlock : nullptr, tokens, nb,
-                      y + t0 * n_out + g * kRows, n_out, rows);
+        group_rows<B>(w + g * group_bytes, acts.from(t0 * nb), tokens, nb, y + t0 * n_out + g * kRows, n_out, rows);
       }
     }
   });
