@@ -364,10 +364,10 @@ template <class V>
 // vpdpwssd: the scale in the low word of each lane and zero in the high one, which holds the sum's
 // sign. No vpmulld (two uops) and no add to join the halves: one thread of the 2-core Xeon without
 // AMX, BM_MatmulPacked n_out 2048, best of 6 alternating, 32-512 tokens 1.11-1.14x; 1B Q4_K_M
-// prefill of 512 tokens 248-254 -> 272-281 tokens/s. Q5_K's halves
-// (codes up to 31) can overflow int16; started at -16 times their sums of q (broadcast from a side
-// array) and added back by the super-block, they fitted, with 16 fewer vector uops a chunk of
-// eight tokens, but ran no faster (0.98-1.01x): not kept.
+// prefill of 512 tokens 248-254 -> 272-281 tokens/s. Q5_K's halves (codes up to 31) can overflow
+// int16; started at -16 times their sums of q (broadcast from a side array) and added back by the
+// super-block, they fitted, with 16 fewer vector uops a chunk of eight tokens, but ran no faster
+// (0.98-1.01x): not kept.
 template <class B>
 constexpr bool kHalfSumsScaled = std::is_same_v<B, BlockQ4_K>;
 
