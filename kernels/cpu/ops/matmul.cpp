@@ -106,8 +106,12 @@ struct BlockW {
   static constexpr int kElems = kChunk;
   static constexpr size_t kBytes = sizeof(Block);
 };
+// Each 32-element block type's decoder (the super-blocks': matmul_kquants.cpp).
+template <class Block>
+struct Decoder;
 
-struct Q8_0W : BlockW<BlockQ8_0> {
+template <>
+struct Decoder<BlockQ8_0> : BlockW<BlockQ8_0> {
   static void decode(const char* p, int, V* w) {
     const auto& b = *reinterpret_cast<const BlockQ8_0*>(p);
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
@@ -129,7 +133,8 @@ struct Q8_0W : BlockW<BlockQ8_0> {
   }
 };
 
-struct Q4_0W : BlockW<BlockQ4_0> {
+template <>
+struct Decoder<BlockQ4_0> : BlockW<BlockQ4_0> {
   static void decode(const char* p, int, V* w) {
     const auto& b = *reinterpret_cast<const BlockQ4_0*>(p);
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
@@ -143,7 +148,8 @@ struct Q4_0W : BlockW<BlockQ4_0> {
   }
 };
 
-struct Q4_1W : BlockW<BlockQ4_1> {
+template <>
+struct Decoder<BlockQ4_1> : BlockW<BlockQ4_1> {
   static void decode(const char* p, int, V* w) {
     const auto& b = *reinterpret_cast<const BlockQ4_1*>(p);
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
@@ -157,7 +163,8 @@ struct Q4_1W : BlockW<BlockQ4_1> {
   }
 };
 
-struct Q5_0W : BlockW<BlockQ5_0> {
+template <>
+struct Decoder<BlockQ5_0> : BlockW<BlockQ5_0> {
   static void decode(const char* p, int, V* w) {
     const auto& b = *reinterpret_cast<const BlockQ5_0*>(p);
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
@@ -170,7 +177,8 @@ struct Q5_0W : BlockW<BlockQ5_0> {
   }
 };
 
-struct Q5_1W : BlockW<BlockQ5_1> {
+template <>
+struct Decoder<BlockQ5_1> : BlockW<BlockQ5_1> {
   static void decode(const char* p, int, V* w) {
     const auto& b = *reinterpret_cast<const BlockQ5_1*>(p);
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
@@ -184,7 +192,8 @@ struct Q5_1W : BlockW<BlockQ5_1> {
   }
 };
 
-struct IQ4_NLW : BlockW<BlockIQ4_NL> {
+template <>
+struct Decoder<BlockIQ4_NL> : BlockW<BlockIQ4_NL> {
   static void decode(const char* p, int, V* w) {
     const auto& b = *reinterpret_cast<const BlockIQ4_NL*>(p);
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
@@ -214,19 +223,11 @@ void matmul(const float* x, int64_t num_tokens, int64_t k, const void* w, DType 
     case DType::F32: return matmul_typed<F32W>(x, num_tokens, k, wb, rb, n_out, y);
     case DType::F16: return matmul_typed<F16W>(x, num_tokens, k, wb, rb, n_out, y);
     case DType::BF16: return matmul_typed<BF16W>(x, num_tokens, k, wb, rb, n_out, y);
-    case DType::Q4_0: return matmul_typed<Q4_0W>(x, num_tokens, k, wb, rb, n_out, y);
-    case DType::Q4_1: return matmul_typed<Q4_1W>(x, num_tokens, k, wb, rb, n_out, y);
-    case DType::Q5_0: return matmul_typed<Q5_0W>(x, num_tokens, k, wb, rb, n_out, y);
-    case DType::Q5_1: return matmul_typed<Q5_1W>(x, num_tokens, k, wb, rb, n_out, y);
-    case DType::Q8_0: return matmul_typed<Q8_0W>(x, num_tokens, k, wb, rb, n_out, y);
-    case DType::IQ4_NL: return matmul_typed<IQ4_NLW>(x, num_tokens, k, wb, rb, n_out, y);
-    case DType::Q2_K:
-    case DType::Q3_K:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-    case DType::Q8_K:
-    case DType::IQ4_XS: return matmul_super_blocks(x, num_tokens, k, wb, wtype, rb, n_out, y);
+    default:
+      with_block(wtype, [&]<class B, int64_t kElems>() {
+        if constexpr (kElems == kSuperBlock) matmul_super_blocks(x, num_tokens, k, wb, wtype, rb, n_out, y);
+        else matmul_typed<Decoder<B>>(x, num_tokens, k, wb, rb, n_out, y);
+      });
   }
 }
 

@@ -18,7 +18,12 @@ struct SuperBlockW {
 
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
 
-struct Q2_KW : SuperBlockW<BlockQ2_K> {
+// Each super-block type's decoder.
+template <class Block>
+struct Decoder;
+
+template <>
+struct Decoder<BlockQ2_K> : SuperBlockW<BlockQ2_K> {
   static void decode(const char* p, int c, V* w) {
     const auto& b = block(p);
     widen_bytes<false>(two_bit_quants(b.qs, c), w);
@@ -29,7 +34,8 @@ struct Q2_KW : SuperBlockW<BlockQ2_K> {
   }
 };
 
-struct Q3_KW : SuperBlockW<BlockQ3_K> {
+template <>
+struct Decoder<BlockQ3_K> : SuperBlockW<BlockQ3_K> {
   static void decode(const char* p, int c, V* w) {
     const auto& b = block(p);
     widen_bytes<true>(q3k_bytes(b, c), w);
@@ -39,7 +45,8 @@ struct Q3_KW : SuperBlockW<BlockQ3_K> {
   }
 };
 
-struct Q4_KW : SuperBlockW<BlockQ4_K> {
+template <>
+struct Decoder<BlockQ4_K> : SuperBlockW<BlockQ4_K> {
   static void decode(const char* p, int c, V* w) {
     const auto& b = block(p);
     widen_bytes<false>(k_nibbles(b, c), w);
@@ -48,7 +55,8 @@ struct Q4_KW : SuperBlockW<BlockQ4_K> {
   }
 };
 
-struct Q5_KW : SuperBlockW<BlockQ5_K> {
+template <>
+struct Decoder<BlockQ5_K> : SuperBlockW<BlockQ5_K> {
   static void decode(const char* p, int c, V* w) {
     const auto& b = block(p);
     widen_bytes<false>(q5k_bytes(b, c), w);
@@ -57,7 +65,8 @@ struct Q5_KW : SuperBlockW<BlockQ5_K> {
   }
 };
 
-struct Q6_KW : SuperBlockW<BlockQ6_K> {
+template <>
+struct Decoder<BlockQ6_K> : SuperBlockW<BlockQ6_K> {
   static void decode(const char* p, int c, V* w) {
     const auto& b = block(p);
     widen_bytes<true>(q6k_bytes(b, c), w);
@@ -67,7 +76,8 @@ struct Q6_KW : SuperBlockW<BlockQ6_K> {
   }
 };
 
-struct Q8_KW : SuperBlockW<BlockQ8_K> {
+template <>
+struct Decoder<BlockQ8_K> : SuperBlockW<BlockQ8_K> {
   static void decode(const char* p, int c, V* w) {
     const auto& b = block(p);
     widen_bytes<true>(load_bytes32(reinterpret_cast<const uint8_t*>(b.qs) + 32 * c), w);
@@ -75,7 +85,8 @@ struct Q8_KW : SuperBlockW<BlockQ8_K> {
   }
 };
 
-struct IQ4_XSW : SuperBlockW<BlockIQ4_XS> {
+template <>
+struct Decoder<BlockIQ4_XS> : SuperBlockW<BlockIQ4_XS> {
   static void decode(const char* p, int c, V* w) {
     const auto& b = block(p);
     widen_bytes<true>(iq4_lookup(nibble_bytes(b.qs + 16 * c)), w);
@@ -88,20 +99,13 @@ struct IQ4_XSW : SuperBlockW<BlockIQ4_XS> {
 
 // Portable build: the scalar codec's 32 values of chunk c, as vectors.
 template <class Block>
-struct ScalarW : SuperBlockW<Block> {
+struct Decoder : SuperBlockW<Block> {
   static void decode(const char* p, int c, V* w) {
     float f[kChunk];
     codec::decode_chunk(SuperBlockW<Block>::block(p), c, f);
     for (int i = 0; i < kVecs; ++i) w[i] = load(f + i * W);
   }
 };
-using Q2_KW = ScalarW<BlockQ2_K>;
-using Q3_KW = ScalarW<BlockQ3_K>;
-using Q4_KW = ScalarW<BlockQ4_K>;
-using Q5_KW = ScalarW<BlockQ5_K>;
-using Q6_KW = ScalarW<BlockQ6_K>;
-using Q8_KW = ScalarW<BlockQ8_K>;
-using IQ4_XSW = ScalarW<BlockIQ4_XS>;
 
 #endif
 
@@ -109,16 +113,9 @@ using IQ4_XSW = ScalarW<BlockIQ4_XS>;
 
 void matmul_super_blocks(const float* x, int64_t num_tokens, int64_t k, const char* w, DType wtype,
                          size_t rb, int64_t n_out, float* y) {
-  switch (wtype) {
-    case DType::Q2_K: return matmul_typed<Q2_KW>(x, num_tokens, k, w, rb, n_out, y);
-    case DType::Q3_K: return matmul_typed<Q3_KW>(x, num_tokens, k, w, rb, n_out, y);
-    case DType::Q4_K: return matmul_typed<Q4_KW>(x, num_tokens, k, w, rb, n_out, y);
-    case DType::Q5_K: return matmul_typed<Q5_KW>(x, num_tokens, k, w, rb, n_out, y);
-    case DType::Q6_K: return matmul_typed<Q6_KW>(x, num_tokens, k, w, rb, n_out, y);
-    case DType::Q8_K: return matmul_typed<Q8_KW>(x, num_tokens, k, w, rb, n_out, y);
-    case DType::IQ4_XS: return matmul_typed<IQ4_XSW>(x, num_tokens, k, w, rb, n_out, y);
-    default: return;  // matmul routes only the types above here
-  }
+  with_block(wtype, [&]<class B, int64_t kElems>() {
+    if constexpr (kElems == kSuperBlock) matmul_typed<Decoder<B>>(x, num_tokens, k, w, rb, n_out, y);
+  });
 }
 
 }  // namespace flashserve::kernels::FLASHSERVE_ISA::tile

@@ -55,13 +55,19 @@ struct IntScales {
   int lo, hi, m_lo = 0, m_hi = 0;
 };
 
-struct Q8_0Codes : Format<BlockQ8_0, 1, true, false, Offset::None> {
+// A format's codes by its block: every block type has one.
+template <class B>
+struct Codes;
+
+template <>
+struct Codes<BlockQ8_0> : Format<BlockQ8_0, 1, true, false, Offset::None> {
   static ChunkScales scales(const Block& b, int) { return {half(b.d)}; }
   static int code(const Block& b, int, int e) { return b.qs[e]; }
 };
 
 // sum (u - 8) q = sum u q - 8 sum q
-struct Q4_0Codes : Format<BlockQ4_0, 1, false, false, Offset::Chunk> {
+template <>
+struct Codes<BlockQ4_0> : Format<BlockQ4_0, 1, false, false, Offset::Chunk> {
   static ChunkScales scales(const Block& b, int) {
     const float d = half(b.d);
     return {d, -8.0f * d};
@@ -69,7 +75,8 @@ struct Q4_0Codes : Format<BlockQ4_0, 1, false, false, Offset::Chunk> {
   static int code(const Block& b, int, int e) { return e < 16 ? b.qs[e] & 0x0f : b.qs[e - 16] >> 4; }
 };
 
-struct Q4_1Codes : Format<BlockQ4_1, 1, false, false, Offset::Chunk> {
+template <>
+struct Codes<BlockQ4_1> : Format<BlockQ4_1, 1, false, false, Offset::Chunk> {
   static ChunkScales scales(const Block& b, int) { return {half(b.d), half(b.m)}; }
   static int code(const Block& b, int, int e) { return e < 16 ? b.qs[e] & 0x0f : b.qs[e - 16] >> 4; }
 };
@@ -79,23 +86,27 @@ int q5_code(const Block& b, int e) {
   return (e < 16 ? b.qs[e] & 0x0f : b.qs[e - 16] >> 4) | int((codec::load_u32(b.qh) >> e) & 1) << 4;
 }
 
-struct Q5_0Codes : Format<BlockQ5_0, 1, true, false, Offset::None> {
+template <>
+struct Codes<BlockQ5_0> : Format<BlockQ5_0, 1, true, false, Offset::None> {
   static ChunkScales scales(const Block& b, int) { return {half(b.d)}; }
   static int code(const Block& b, int, int e) { return q5_code(b, e) - 16; }
 };
 
-struct Q5_1Codes : Format<BlockQ5_1, 1, false, false, Offset::Chunk> {
+template <>
+struct Codes<BlockQ5_1> : Format<BlockQ5_1, 1, false, false, Offset::Chunk> {
   static ChunkScales scales(const Block& b, int) { return {half(b.d), half(b.m)}; }
   static int code(const Block& b, int, int e) { return q5_code(b, e); }
 };
 
-struct IQ4_NLCodes : Format<BlockIQ4_NL, 1, true, false, Offset::None> {
+template <>
+struct Codes<BlockIQ4_NL> : Format<BlockIQ4_NL, 1, true, false, Offset::None> {
   static ChunkScales scales(const Block& b, int) { return {half(b.d)}; }
   static int code(const Block& b, int, int e) { return kIQ4Values[e < 16 ? b.qs[e] & 0x0f : b.qs[e - 16] >> 4]; }
 };
 
 // Q2_K's 16-element sub-blocks each have a scale and a minimum.
-struct Q2_KCodes : Format<BlockQ2_K, 8, false, true, Offset::Halves> {
+template <>
+struct Codes<BlockQ2_K> : Format<BlockQ2_K, 8, false, true, Offset::Halves> {
   static constexpr bool kSuper = true;
   static IntScales ints(const Block& b, int c) {
     const int lo = b.scales[2 * c], hi = b.scales[2 * c + 1];
@@ -106,7 +117,8 @@ struct Q2_KCodes : Format<BlockQ2_K, 8, false, true, Offset::Halves> {
   static int code(const Block& b, int c, int e) { return (b.qs[32 * (c / 4) + e] >> (2 * (c % 4))) & 3; }
 };
 
-struct Q3_KCodes : Format<BlockQ3_K, 8, true, true, Offset::None> {
+template <>
+struct Codes<BlockQ3_K> : Format<BlockQ3_K, 8, true, true, Offset::None> {
   static constexpr bool kSuper = true;
   static IntScales ints(const Block& b, int c) {
     return {q3k_scale_code(b.scales, 2 * c), q3k_scale_code(b.scales, 2 * c + 1)};
@@ -129,17 +141,20 @@ struct KCodes : Format<B, 8, false, false, Offset::Chunk> {
   static float neg_dmin(const B& b) { return -half(b.dmin); }
 };
 
-struct Q4_KCodes : KCodes<BlockQ4_K> {
+template <>
+struct Codes<BlockQ4_K> : KCodes<BlockQ4_K> {
   static int code(const BlockQ4_K& b, int c, int e) { return (b.qs[32 * (c / 2) + e] >> (4 * (c % 2))) & 0x0f; }
 };
 
-struct Q5_KCodes : KCodes<BlockQ5_K> {
+template <>
+struct Codes<BlockQ5_K> : KCodes<BlockQ5_K> {
   static int code(const BlockQ5_K& b, int c, int e) {
     return ((b.qs[32 * (c / 2) + e] >> (4 * (c % 2))) & 0x0f) | ((b.qh[e] >> c) & 1) << 4;
   }
 };
 
-struct Q6_KCodes : Format<BlockQ6_K, 8, true, true, Offset::None> {
+template <>
+struct Codes<BlockQ6_K> : Format<BlockQ6_K, 8, true, true, Offset::None> {
   static constexpr bool kSuper = true;
   static IntScales ints(const Block& b, int c) { return {b.scales[2 * c], b.scales[2 * c + 1]}; }
   static float d(const Block& b) { return half(b.d); }
@@ -151,12 +166,14 @@ struct Q6_KCodes : Format<BlockQ6_K, 8, true, true, Offset::None> {
   }
 };
 
-struct Q8_KCodes : Format<BlockQ8_K, 8, true, false, Offset::None> {
+template <>
+struct Codes<BlockQ8_K> : Format<BlockQ8_K, 8, true, false, Offset::None> {
   static ChunkScales scales(const Block& b, int) { return {b.d}; }
   static int code(const Block& b, int c, int e) { return b.qs[32 * c + e]; }
 };
 
-struct IQ4_XSCodes : Format<BlockIQ4_XS, 8, true, false, Offset::None> {
+template <>
+struct Codes<BlockIQ4_XS> : Format<BlockIQ4_XS, 8, true, false, Offset::None> {
   static constexpr bool kSuper = true;
   static IntScales ints(const Block& b, int c) {
     const int s = iq4xs_scale_code(b.scales_l[c / 2], b.scales_h, c);
@@ -512,22 +529,7 @@ void matmul_q8(const float* x, int64_t num_tokens, int64_t k, const void* w, DTy
   const ActBlock* a = q8::quantize_rows(x, num_tokens, k, q8::super_scaled(wtype) ? kSuperBlock : kBlock);
   const auto* wb = static_cast<const char*>(w);
   const size_t rb = row_bytes(wtype, k);
-  switch (wtype) {
-    case DType::Q8_0: return matmul_codes<Q8_0Codes>(a, num_tokens, nb, wb, rb, n_out, y);
-    case DType::Q4_0: return matmul_codes<Q4_0Codes>(a, num_tokens, nb, wb, rb, n_out, y);
-    case DType::Q4_1: return matmul_codes<Q4_1Codes>(a, num_tokens, nb, wb, rb, n_out, y);
-    case DType::Q5_0: return matmul_codes<Q5_0Codes>(a, num_tokens, nb, wb, rb, n_out, y);
-    case DType::Q5_1: return matmul_codes<Q5_1Codes>(a, num_tokens, nb, wb, rb, n_out, y);
-    case DType::IQ4_NL: return matmul_codes<IQ4_NLCodes>(a, num_tokens, nb, wb, rb, n_out, y);
-    case DType::Q2_K: return matmul_codes<Q2_KCodes>(a, num_tokens, nb, wb, rb, n_out, y);
-    case DType::Q3_K: return matmul_codes<Q3_KCodes>(a, num_tokens, nb, wb, rb, n_out, y);
-    case DType::Q4_K: return matmul_codes<Q4_KCodes>(a, num_tokens, nb, wb, rb, n_out, y);
-    case DType::Q5_K: return matmul_codes<Q5_KCodes>(a, num_tokens, nb, wb, rb, n_out, y);
-    case DType::Q6_K: return matmul_codes<Q6_KCodes>(a, num_tokens, nb, wb, rb, n_out, y);
-    case DType::Q8_K: return matmul_codes<Q8_KCodes>(a, num_tokens, nb, wb, rb, n_out, y);
-    case DType::IQ4_XS: return matmul_codes<IQ4_XSCodes>(a, num_tokens, nb, wb, rb, n_out, y);
-    default: return;
-  }
+  with_block(wtype, [&]<class B, int64_t>() { matmul_codes<Codes<B>>(a, num_tokens, nb, wb, rb, n_out, y); });
 }
 
 }  // namespace flashserve::kernels::FLASHSERVE_ISA
