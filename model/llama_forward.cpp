@@ -1,9 +1,11 @@
-// The layer sequence of the Llama family, written once against the backend contract: embedding
-// (Gemma 3: scaled), then per layer RMSNorm, Q/K/V (Qwen2: biased; Qwen3, Gemma 3: per-head Q/K
-// norms), RoPE, paged attention (Gemma 3's local layers: a sliding window), output projection
-// (Gemma 3: normed), RMSNorm and a SwiGLU or GeGLU MLP or a mixture of SwiGLU experts (Gemma 3:
-// normed), with the residual add fused into the next norm; then the final norm and the LM head for
-// the rows that need logits. Every op is row-wise except attention, which reads each sequence's own
+// The layer sequence of the Llama lineage, written once against the backend contract, each
+// family's additions (model/families/) behind a switch of ModelConfig or a tensor it brings:
+// embedding (Gemma 3, Granite: scaled), then per layer RMSNorm, Q/K/V (Qwen2: biased; Qwen3, Gemma
+// 3: per-head Q/K norms), RoPE, paged attention (Gemma 3's local layers: a sliding window; Granite:
+// its own scale), output projection (Gemma 3: normed; Granite: scaled), RMSNorm and a SwiGLU or
+// GeGLU MLP or a mixture of SwiGLU experts (Gemma 3: normed; Granite: scaled), with the residual
+// add fused into the next norm; then the final norm and the LM head (Granite: scaled) for the rows
+// that need logits. Every op is row-wise except attention, which reads each sequence's own
 // KV blocks, so a row's result does not depend on what else is batched.
 #include <cmath>
 
@@ -73,7 +75,7 @@ void LlamaRunner::State::enqueue_layer(int32_t li, const StepShape& shape, const
   const bool local_rope = cfg.is_local_layer(li) && cfg.rope_theta_local > 0;
   const kernels::RopeParams rope{cfg.rope_dim, local_rope ? cfg.rope_theta_local : cfg.rope_theta,
                                  local_rope ? 1.0f : cfg.rope_freq_scale, rope_freq_factors, cfg.rope_neox};
-  const float scale = 1.0f / std::sqrt(float(cfg.head_dim));
+  const float scale = cfg.attention_scale > 0 ? cfg.attention_scale : 1.0f / std::sqrt(float(cfg.head_dim));
 
   // The previous layer's FFN output (in tmp) joins the residual stream as this layer's norm reads it.
   if (li == 0) {
@@ -102,6 +104,7 @@ void LlamaRunner::State::enqueue_layer(int32_t li, const StepShape& shape, const
   be->attention(q.get<float>(), kv, batch, cfg.num_heads, scale, attn.get<float>());
   linear(attn.get<float>(), T, l.wo, tmp.get<float>());
   if (l.post_attn_norm) be->rmsnorm(tmp.get<float>(), l.post_attn_norm, tmp.get<float>(), T, cfg.dim, cfg.rms_eps);
+  scale_branch(T);
 
   be->add_rmsnorm(x.get<float>(), tmp.get<float>(), l.ffn_norm, h.get<float>(), T, cfg.dim, cfg.rms_eps);
   if (cfg.is_moe()) {
@@ -110,6 +113,12 @@ void LlamaRunner::State::enqueue_layer(int32_t li, const StepShape& shape, const
     dense_ffn(l, T);
   }
   if (l.post_ffn_norm) be->rmsnorm(tmp.get<float>(), l.post_ffn_norm, tmp.get<float>(), T, cfg.dim, cfg.rms_eps);
+  scale_branch(T);
+}
+
+// A branch's output (in tmp) times Granite's residual multiplier before it joins the stream.
+void LlamaRunner::State::scale_branch(int64_t T) {
+  if (cfg.residual_scale != 1.0f) be->scale(tmp.get<float>(), cfg.residual_scale, T * cfg.dim);
 }
 
 // The whole step, inputs already in `inputs`. Launches only -- no allocation, and no host sync for
@@ -125,6 +134,9 @@ void LlamaRunner::State::enqueue(const StepShape& shape) {
   be->add_rmsnorm(x.get<float>(), tmp.get<float>(), output_norm, h.get<float>(), shape.tokens, cfg.dim, cfg.rms_eps);
   be->get_rows(h.get<float>(), DType::F32, cfg.dim, in + at.logit_rows, shape.logit_rows, last.get<float>());
   linear(last.get<float>(), shape.logit_rows, output, logits.get<float>());
+  if (cfg.logit_multiplier != 1.0f) {
+    be->scale(logits.get<float>(), cfg.logit_multiplier, int64_t(shape.logit_rows) * cfg.vocab_size);
+  }
 }
 
 }  // namespace flashserve

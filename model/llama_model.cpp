@@ -1,9 +1,13 @@
 // Loading: maps the file, reads hyperparameters and tokenizer, and binds every tensor with its
-// expected shape so that forward() never meets a surprise.
+// expected shape (the family's own among them, model/families/) so that forward() never meets a
+// surprise.
 #include "model/llama_model.h"
 
 #include <algorithm>
 #include <string>
+#include <unordered_set>
+
+#include "model/model_family.h"
 
 namespace flashserve {
 namespace {
@@ -14,40 +18,69 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "}";
 }
 
-const GgufTensor& require_tensor(const GgufFile& f, const std::string& name, std::vector<int64_t> shape) {
-  const GgufTensor* t = f.find_tensor(name);
-  if (!t) throw GgufError(f.path() + ": missing tensor '" + name + "'");
-  if (t->shape != shape) {
-    throw GgufError(f.path() + ": tensor '" + name + "' has shape " + shape_str(t->shape) + ", expected " +
-                    shape_str(shape));
+// Binds tensors by name, checking each shape, and remembers which it bound: a file whose tensors
+// are not all used is refused (as llama.cpp refuses them), since a tensor the layer sequence
+// skipped would be a part of the model silently left out.
+class TensorBinder {
+ public:
+  explicit TensorBinder(const GgufFile& f) : f_(f) {}
+
+  bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
+
+  // GGUF stores a [rows][cols] matrix with shape {cols, rows}.
+  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols) {
+    const GgufTensor& t = require(name, {cols, rows});
+    return WeightMatrix{t.data, t.type, rows, cols};
   }
-  return *t;
-}
 
-// GGUF stores a [rows][cols] matrix with shape {cols, rows}.
-WeightMatrix bind_matrix(const GgufFile& f, const std::string& name, int64_t rows, int64_t cols) {
-  const GgufTensor& t = require_tensor(f, name, {cols, rows});
-  return WeightMatrix{t.data, t.type, rows, cols};
-}
+  StackedWeights stacked(const std::string& name, int64_t count, int64_t rows, int64_t cols) {
+    const GgufTensor& t = require(name, {cols, rows, count});
+    return StackedWeights{t.data, t.type, count, rows, cols};
+  }
 
-StackedWeights bind_stacked(const GgufFile& f, const std::string& name, int64_t count, int64_t rows, int64_t cols) {
-  const GgufTensor& t = require_tensor(f, name, {cols, rows, count});
-  return StackedWeights{t.data, t.type, count, rows, cols};
-}
+  // Norm weights and biases are tiny: an f32 copy whatever their stored type.
+  std::vector<float> vector(const std::string& name, int64_t n) {
+    const GgufTensor& t = require(name, {n});
+    std::vector<float> out(n);
+    kernels::dequantize_row(t.type, t.data, out.data(), n);
+    return out;
+  }
 
-MoeWeights bind_moe(const GgufFile& f, const std::string& p, const ModelConfig& c) {
-  return MoeWeights{bind_matrix(f, p + "ffn_gate_inp.weight", c.num_experts, c.dim),
-                    bind_stacked(f, p + "ffn_gate_exps.weight", c.num_experts, c.ffn_dim, c.dim),
-                    bind_stacked(f, p + "ffn_up_exps.weight", c.num_experts, c.ffn_dim, c.dim),
-                    bind_stacked(f, p + "ffn_down_exps.weight", c.num_experts, c.dim, c.ffn_dim)};
-}
+  // Whether to bind a layer's group of tensors, of which `name` is one.
+  bool wants(Presence need, const std::string& name) const {
+    return need == Presence::kRequired || (need == Presence::kOptional && has(name));
+  }
 
-// Norm weights are tiny: keep an f32 copy whatever their stored type.
-std::vector<float> load_vector(const GgufFile& f, const std::string& name, int64_t n) {
-  const GgufTensor& t = require_tensor(f, name, {n});
-  std::vector<float> out(n);
-  kernels::dequantize_row(t.type, t.data, out.data(), n);
-  return out;
+  void check_all_bound(const std::string& arch) const {
+    for (const GgufTensor& t : f_.tensors()) {
+      if (!bound_.count(t.name)) {
+        throw GgufError(f_.path() + ": tensor '" + t.name + "' is not part of the " + arch +
+                        " architecture (a file of another family, or one this server cannot run faithfully)");
+      }
+    }
+  }
+
+ private:
+  const GgufTensor& require(const std::string& name, const std::vector<int64_t>& shape) {
+    const GgufTensor* t = f_.find_tensor(name);
+    if (!t) throw GgufError(f_.path() + ": missing tensor '" + name + "'");
+    if (t->shape != shape) {
+      throw GgufError(f_.path() + ": tensor '" + name + "' has shape " + shape_str(t->shape) + ", expected " +
+                      shape_str(shape));
+    }
+    bound_.insert(name);
+    return *t;
+  }
+
+  const GgufFile& f_;
+  std::unordered_set<std::string> bound_;
+};
+
+MoeWeights bind_moe(TensorBinder& b, const std::string& p, const ModelConfig& c) {
+  return MoeWeights{b.matrix(p + "ffn_gate_inp.weight", c.num_experts, c.dim),
+                    b.stacked(p + "ffn_gate_exps.weight", c.num_experts, c.ffn_dim, c.dim),
+                    b.stacked(p + "ffn_up_exps.weight", c.num_experts, c.ffn_dim, c.dim),
+                    b.stacked(p + "ffn_down_exps.weight", c.num_experts, c.dim, c.ffn_dim)};
 }
 
 }  // namespace
@@ -71,48 +104,48 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
 }
 
 void LlamaModel::bind_weights() {
-  const GgufFile& f = *file_;
   const ModelConfig& c = cfg_;
+  const LayerTensors& extra = find_family(c.arch)->tensors;
+  TensorBinder b(*file_);
   const int64_t q_dim = int64_t(c.num_heads) * c.head_dim;
   const int64_t kv_dim = int64_t(c.num_kv_heads) * c.head_dim;
-  token_embd_ = bind_matrix(f, "token_embd.weight", c.vocab_size, c.dim);
-  output_ = f.find_tensor("output.weight") ? bind_matrix(f, "output.weight", c.vocab_size, c.dim) : token_embd_;
-  output_norm_ = load_vector(f, "output_norm.weight", c.dim);
-  if (f.find_tensor("rope_freqs.weight") || c.rope_freqs_required) {
-    rope_freq_factors_ = load_vector(f, "rope_freqs.weight", c.rope_dim / 2);
-  }
+  token_embd_ = b.matrix("token_embd.weight", c.vocab_size, c.dim);
+  output_ = b.has("output.weight") ? b.matrix("output.weight", c.vocab_size, c.dim) : token_embd_;
+  output_norm_ = b.vector("output_norm.weight", c.dim);
+  if (b.has("rope_freqs.weight") || c.rope_freqs_required) rope_freq_factors_ = b.vector("rope_freqs.weight", c.rope_dim / 2);
 
   layers_.resize(c.num_layers);
   for (int32_t i = 0; i < c.num_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     LayerWeights& l = layers_[i];
-    l.attn_norm = load_vector(f, p + "attn_norm.weight", c.dim);
-    l.ffn_norm = load_vector(f, p + "ffn_norm.weight", c.dim);
-    l.wq = bind_matrix(f, p + "attn_q.weight", q_dim, c.dim);
-    l.wk = bind_matrix(f, p + "attn_k.weight", kv_dim, c.dim);
-    l.wv = bind_matrix(f, p + "attn_v.weight", kv_dim, c.dim);
-    l.wo = bind_matrix(f, p + "attn_output.weight", c.dim, q_dim);
-    if (f.find_tensor(p + "attn_q.bias")) {
-      l.bq = load_vector(f, p + "attn_q.bias", q_dim);
-      l.bk = load_vector(f, p + "attn_k.bias", kv_dim);
-      l.bv = load_vector(f, p + "attn_v.bias", kv_dim);
+    l.attn_norm = b.vector(p + "attn_norm.weight", c.dim);
+    l.ffn_norm = b.vector(p + "ffn_norm.weight", c.dim);
+    l.wq = b.matrix(p + "attn_q.weight", q_dim, c.dim);
+    l.wk = b.matrix(p + "attn_k.weight", kv_dim, c.dim);
+    l.wv = b.matrix(p + "attn_v.weight", kv_dim, c.dim);
+    l.wo = b.matrix(p + "attn_output.weight", c.dim, q_dim);
+    if (b.wants(extra.qkv_bias, p + "attn_q.bias")) {
+      l.bq = b.vector(p + "attn_q.bias", q_dim);
+      l.bk = b.vector(p + "attn_k.bias", kv_dim);
+      l.bv = b.vector(p + "attn_v.bias", kv_dim);
     }
-    if (f.find_tensor(p + "attn_q_norm.weight")) {
-      l.q_norm = load_vector(f, p + "attn_q_norm.weight", c.head_dim);
-      l.k_norm = load_vector(f, p + "attn_k_norm.weight", c.head_dim);
+    if (b.wants(extra.qk_norm, p + "attn_q_norm.weight")) {
+      l.q_norm = b.vector(p + "attn_q_norm.weight", c.head_dim);
+      l.k_norm = b.vector(p + "attn_k_norm.weight", c.head_dim);
     }
-    if (f.find_tensor(p + "post_attention_norm.weight")) {
-      l.post_attn_norm = load_vector(f, p + "post_attention_norm.weight", c.dim);
-      l.post_ffn_norm = load_vector(f, p + "post_ffw_norm.weight", c.dim);
+    if (b.wants(extra.post_norms, p + "post_attention_norm.weight")) {
+      l.post_attn_norm = b.vector(p + "post_attention_norm.weight", c.dim);
+      l.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", c.dim);
     }
     if (c.is_moe()) {
-      l.moe = bind_moe(f, p, c);
+      l.moe = bind_moe(b, p, c);
       continue;
     }
-    l.w_gate = bind_matrix(f, p + "ffn_gate.weight", c.ffn_dim, c.dim);
-    l.w_up = bind_matrix(f, p + "ffn_up.weight", c.ffn_dim, c.dim);
-    l.w_down = bind_matrix(f, p + "ffn_down.weight", c.dim, c.ffn_dim);
+    l.w_gate = b.matrix(p + "ffn_gate.weight", c.ffn_dim, c.dim);
+    l.w_up = b.matrix(p + "ffn_up.weight", c.ffn_dim, c.dim);
+    l.w_down = b.matrix(p + "ffn_down.weight", c.dim, c.ffn_dim);
   }
+  b.check_all_bound(c.arch);
 }
 
 std::string LlamaModel::chat_template_source() const {

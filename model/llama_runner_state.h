@@ -81,6 +81,7 @@ struct LlamaRunner::State {
   void enqueue_layer(int32_t li, const StepShape& shape, const InputLayout& at);
   void dense_ffn(const BackendLayer& l, int64_t tokens);
   void moe_ffn(const BackendLayer& l, int64_t tokens);
+  void scale_branch(int64_t tokens);
   void linear(const float* x, int64_t tokens, const BackendMatrix& w, float* y);
 
   const LlamaModel& model;

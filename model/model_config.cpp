@@ -1,64 +1,18 @@
-// Llama hyperparameters from GGUF metadata, with llama.cpp's defaults for the optional keys and
-// the consistency checks the forward pass relies on.
+// Hyperparameters from GGUF metadata: the keys every family shares, with llama.cpp's defaults for
+// the optional ones and the consistency checks the forward pass relies on; then the family's own.
 #include "model/model_config.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 
 #include "kernels/moe_routing.h"
 #include "model/gguf.h"
+#include "model/model_family.h"
 
 namespace flashserve {
 namespace {
 
 constexpr const char* kTokensKey = "tokenizer.ggml.tokens";
-
-// Reads `<arch>.<name>` with the file's path and the full key in every error.
-class Keys {
- public:
-  Keys(const GgufFile& f, std::string arch) : f_(f), prefix_(std::move(arch) + ".") {}
-
-  std::string key(const std::string& name) const { return prefix_ + name; }
-  bool has(const std::string& name) const { return f_.has(key(name)); }
-
-  uint64_t uint_or(const std::string& name, uint64_t fallback) const {
-    return has(name) ? f_.get_uint(key(name)) : fallback;
-  }
-
-  int32_t positive_int(const std::string& name) const { return check_positive(name, f_.get_uint(key(name))); }
-  int32_t positive_int(const std::string& name, int32_t fallback) const {
-    return has(name) ? positive_int(name) : fallback;
-  }
-
-  float positive_float(const std::string& name) const {
-    double v = f_.get_float(key(name));
-    if (!(v > 0) || !std::isfinite(v)) fail(name, "must be a positive number, got " + std::to_string(v));
-    return static_cast<float>(v);
-  }
-  float positive_float(const std::string& name, float fallback) const {
-    return has(name) ? positive_float(name) : fallback;
-  }
-
-  std::string string(const std::string& name, const std::string& fallback) const {
-    return f_.get_string(key(name), fallback);
-  }
-
-  [[noreturn]] void fail(const std::string& name, const std::string& msg) const {
-    throw GgufError(f_.path() + ": " + key(name) + " " + msg);
-  }
-
- private:
-  int32_t check_positive(const std::string& name, uint64_t v) const {
-    if (v == 0 || v > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
-      fail(name, "must be a positive 32-bit integer, got " + std::to_string(v));
-    }
-    return static_cast<int32_t>(v);
-  }
-
-  const GgufFile& f_;
-  std::string prefix_;
-};
 
 // "(n)", built by appending: GCC 12 misreports `"(" + std::string` with -Wrestrict.
 std::string in_parens(int64_t v) {
@@ -68,7 +22,7 @@ std::string in_parens(int64_t v) {
   return s;
 }
 
-void read_attention(const Keys& k, ModelConfig& c) {
+void read_attention(const ConfigKeys& k, ModelConfig& c) {
   c.num_heads = k.positive_int("attention.head_count");
   c.num_kv_heads = k.positive_int("attention.head_count_kv", c.num_heads);
   if (c.num_heads % c.num_kv_heads != 0) {
@@ -88,7 +42,7 @@ void read_attention(const Keys& k, ModelConfig& c) {
   c.rms_eps = k.positive_float("attention.layer_norm_rms_epsilon");
 }
 
-void read_rope(const Keys& k, ModelConfig& c) {
+void read_rope(const ConfigKeys& k, ModelConfig& c) {
   c.rope_dim = k.positive_int("rope.dimension_count", c.head_dim);
   if (c.rope_dim % 2 != 0 || c.rope_dim > c.head_dim) {
     k.fail("rope.dimension_count", in_parens(c.rope_dim) + " must be even and at most the head size " +
@@ -106,7 +60,7 @@ void read_rope(const Keys& k, ModelConfig& c) {
 }
 
 // Dense models omit both keys (or write zeros); the limits are the routing kernel's.
-void read_experts(const Keys& k, ModelConfig& c) {
+void read_experts(const ConfigKeys& k, ModelConfig& c) {
   const uint64_t experts = k.uint_or("expert_count", 0);
   const uint64_t used = k.uint_or("expert_used_count", 0);
   if (experts == 0) {
@@ -128,7 +82,7 @@ void read_experts(const Keys& k, ModelConfig& c) {
 }
 
 // Without `<arch>.vocab_size`, the vocabulary is the tokenizer's token list.
-int32_t read_vocab_size(const GgufFile& f, const Keys& k) {
+int32_t read_vocab_size(const GgufFile& f, const ConfigKeys& k) {
   if (k.has("vocab_size")) return k.positive_int("vocab_size");
   const GgufValue* tokens = f.find(kTokensKey);
   if (!tokens || tokens->type != GgufType::ARRAY) {
@@ -141,27 +95,16 @@ int32_t read_vocab_size(const GgufFile& f, const Keys& k) {
   return static_cast<int32_t>(n);
 }
 
-// Gemma 3 as llama.cpp runs it: embeddings scaled by sqrt(dim), a GeGLU MLP, and five local layers
-// (sliding window, RoPE base 10000, no RoPE scaling) to every global one.
-void read_gemma3(const Keys& k, ModelConfig& c) {
-  c.embed_scale = std::sqrt(float(c.dim));
-  c.geglu = true;
-  c.sliding_window = k.positive_int("attention.sliding_window");
-  c.swa_period = 6;
-  c.rope_theta_local = 10000.0f;
-}
-
 }  // namespace
 
 ModelConfig read_model_config(const GgufFile& f) {
   ModelConfig c;
   c.arch = f.get_string("general.architecture");
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "gemma3") {
-    throw GgufError(f.path() + ": unsupported architecture '" + c.arch + "' (supported: llama, qwen2, qwen3, gemma3)");
-  }
-  c.rope_neox = c.arch != "llama";
+  const ModelFamily* family = find_family(c.arch);
+  if (!family) throw GgufError(f.path() + ": unsupported architecture '" + c.arch + "' (supported: " + family_names() + ")");
+  c.rope_neox = family->rope_neox;
   c.name = f.get_string("general.name", "");
-  Keys k(f, c.arch);
+  ConfigKeys k(f, c.arch);
   c.num_layers = k.positive_int("block_count");
   c.dim = k.positive_int("embedding_length");
   c.ffn_dim = k.positive_int("feed_forward_length");
@@ -170,8 +113,7 @@ ModelConfig read_model_config(const GgufFile& f) {
   read_rope(k, c);
   c.vocab_size = read_vocab_size(f, k);
   read_experts(k, c);
-  if (c.arch == "gemma3") read_gemma3(k, c);
-  if (c.arch == "llama" && k.has("attention.sliding_window")) c.sliding_window = k.positive_int("attention.sliding_window");
+  if (family->read_keys) family->read_keys(k, c);
   return c;
 }
 

@@ -9,7 +9,7 @@ namespace flashserve {
 class GgufFile;
 
 struct ModelConfig {
-  std::string arch;              // general.architecture: llama (Llama 2/3, Mistral, SmolLM), qwen2, qwen3, gemma3
+  std::string arch;              // general.architecture: one of model_family.h's families
   std::string name;              // general.name, if present
   int32_t num_layers = 0;        // block_count
   int32_t dim = 0;               // embedding_length
@@ -25,12 +25,14 @@ struct ModelConfig {
   bool rope_neox = false;        // rotate halves rather than adjacent pairs (Qwen files keep it)
   bool rope_freqs_required = false;  // rope.scaling.type "llama3": the file must carry rope_freqs.weight
   float rms_eps = 1e-5f;         // attention.layer_norm_rms_epsilon
-  // Gemma 3: embeddings times embed_scale, GeGLU instead of SwiGLU, and sliding-window layers: every
-  // layer but each swa_period-th attends to its last sliding_window positions, with RoPE base
-  // rope_theta_local and no RoPE scaling. Post-attention and post-FFN norms come with the tensors.
-  // A Llama-architecture file that sets attention.sliding_window (Mistral 7B v0.1) has every layer
-  // local (swa_period 0), with the model's own RoPE (rope_theta_local 0).
-  float embed_scale = 1.0f;
+  // The switches of the shared layer sequence a family's keys turn on (model/families/): Gemma 3's
+  // GeGLU and sliding-window layers (every layer but each swa_period-th attends to its last
+  // sliding_window positions, with RoPE base rope_theta_local and no RoPE scaling; swa_period 0:
+  // every layer local, with the model's own RoPE); Gemma 3's and Granite's multipliers.
+  float embed_scale = 1.0f;      // embeddings times this
+  float residual_scale = 1.0f;   // each branch's output times this before the residual add
+  float attention_scale = 0.0f;  // the scores' scale; 0: 1/sqrt(head_dim)
+  float logit_multiplier = 1.0f; // logits times this
   bool geglu = false;
   int32_t sliding_window = 0;    // 0: every layer global
   int32_t swa_period = 0;

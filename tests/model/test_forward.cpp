@@ -117,9 +117,10 @@ INSTANTIATE_TEST_SUITE_P(Formats, FormatVsReference,
 
 // The same layer sequence with each architecture's additions: Qwen2's Q/K/V biases; Qwen3's
 // per-head Q/K norms; Gemma 3's too, with GeGLU, post-branch norms, scaled embeddings and five
-// sliding-window layers (window 8, so a 37-token prompt reaches past it) to each global one; all
-// but Llama with neox RoPE. A missed bias, norm, window or RoPE layout moves logits far past the
-// bound.
+// sliding-window layers (window 8, so a 37-token prompt reaches past it) to each global one;
+// Granite's four multipliers (embeddings, each branch, the attention scores, the logits); all but
+// Llama and Granite with neox RoPE. A missed bias, norm, window, multiplier or RoPE layout moves
+// logits far past the bound.
 class ArchitectureVsReference : public ::testing::TestWithParam<std::string> {
  protected:
   static test::TinyModelSpec spec_for(const std::string& arch) {
@@ -137,13 +138,19 @@ TEST_P(ArchitectureVsReference, LogitsMatchF64Reference) {
   const auto m = tiny(spec);
   const ModelConfig& c = m->config();
   EXPECT_EQ(c.arch, GetParam());
-  EXPECT_EQ(c.rope_neox, GetParam() != "llama");
+  EXPECT_EQ(c.rope_neox, GetParam() != "llama" && GetParam() != "granite");
   EXPECT_EQ(m->layers()[0].bq.empty(), GetParam() != "qwen2");
   EXPECT_EQ(m->layers()[0].q_norm.empty(), GetParam() != "qwen3" && GetParam() != "gemma3");
   if (GetParam() == "gemma3") {
     EXPECT_TRUE(c.is_local_layer(0) && c.is_local_layer(4) && !c.is_local_layer(5));
     EXPECT_TRUE(c.geglu);
     EXPECT_FLOAT_EQ(c.embed_scale, 8.0f);  // sqrt(64)
+  }
+  if (GetParam() == "granite") {
+    EXPECT_FLOAT_EQ(c.embed_scale, 3.0f);
+    EXPECT_FLOAT_EQ(c.residual_scale, 0.5f);
+    EXPECT_FLOAT_EQ(c.attention_scale, 0.2f);
+    EXPECT_FLOAT_EQ(c.logit_multiplier, 0.25f);
   }
   expect_prefill_matches_reference(*m, random_tokens(37, 6));
 }
@@ -156,7 +163,7 @@ TEST_P(ArchitectureVsReference, ChunkedPrefillMatchesWhole) {
   EXPECT_EQ(prefill(*a, tokens, blocks(0, 3), 45), prefill(*b, tokens, blocks(0, 3), 8));
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, ArchitectureVsReference, ::testing::Values("llama", "qwen2", "qwen3", "gemma3"),
+INSTANTIATE_TEST_SUITE_P(Architectures, ArchitectureVsReference, ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "granite"),
                          [](const auto& info) { return info.param; });
 
 // Gemma 3's local layers form their own KV groups: a decode step whose windowed groups have
@@ -404,6 +411,37 @@ TEST(ModelLoad, MissingExpertTensorIsNamed) {
     FAIL() << "loaded a model without " << spec.omit_tensor;
   } catch (const GgufError& e) {
     EXPECT_NE(std::string(e.what()).find("blk.1.ffn_down_exps.weight"), std::string::npos) << e.what();
+  }
+}
+
+// A family's tensors come with it: a Llama file carrying Qwen3's per-head norms is refused by
+// name (running it without them would be another model), and a Qwen3 file without them too.
+TEST(ModelLoad, TensorOutsideTheFamilyIsRefused) {
+  test::TinyModelSpec spec;
+  spec.extra_tensor = "attn_q_norm.weight";
+  const std::string path = test::temp_model_path("extra");
+  test::write_tiny_model(path, spec);
+  try {
+    LlamaModel::load(path);
+    FAIL() << "loaded a llama file with " << spec.extra_tensor;
+  } catch (const GgufError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'blk.0.attn_q_norm.weight' is not part of the llama architecture"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ModelLoad, MissingFamilyTensorIsNamed) {
+  test::TinyModelSpec spec;
+  spec.arch = "qwen3";
+  spec.omit_tensor = "blk.1.attn_k_norm.weight";
+  const std::string path = test::temp_model_path("missing_norm");
+  test::write_tiny_model(path, spec);
+  try {
+    LlamaModel::load(path);
+    FAIL() << "loaded a qwen3 file without " << spec.omit_tensor;
+  } catch (const GgufError& e) {
+    EXPECT_NE(std::string(e.what()).find("missing tensor 'blk.1.attn_k_norm.weight'"), std::string::npos) << e.what();
   }
 }
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <variant>
 
@@ -142,7 +143,58 @@ TEST_F(ModelConfigTest, EachRequiredKeyIsNamedWhenMissing) {
 
 TEST_F(ModelConfigTest, UnsupportedArchitecture) {
   keys["general.architecture"] = std::string("gpt2");
-  expect_error({"unsupported architecture 'gpt2'"});
+  expect_error({"unsupported architecture 'gpt2' (supported: llama, qwen2, qwen3, gemma3, granite)"});
+}
+
+// The common keys under granite's prefix, and its multipliers: the logit scale required, the
+// others optional, 0 meaning none (as llama.cpp reads them).
+class GraniteConfigTest : public ModelConfigTest {
+ protected:
+  void SetUp() override {
+    ModelConfigTest::SetUp();
+    std::map<std::string, Value> granite;
+    for (const auto& [key, value] : keys) {
+      granite[key.starts_with("llama.") ? "granite." + key.substr(6) : key] = value;
+    }
+    granite["general.architecture"] = std::string("granite");
+    granite["granite.logit_scale"] = 8.0f;
+    keys = granite;
+  }
+};
+
+TEST_F(GraniteConfigTest, MultipliersRead) {
+  keys["granite.embedding_scale"] = 12.0f;
+  keys["granite.residual_scale"] = 0.22f;
+  keys["granite.attention.scale"] = 0.0078125f;
+  const ModelConfig c = load();
+  EXPECT_FALSE(c.rope_neox);
+  EXPECT_FLOAT_EQ(c.embed_scale, 12.0f);
+  EXPECT_FLOAT_EQ(c.residual_scale, 0.22f);
+  EXPECT_FLOAT_EQ(c.attention_scale, 0.0078125f);
+  EXPECT_FLOAT_EQ(c.logit_multiplier, 0.125f);
+}
+
+TEST_F(GraniteConfigTest, LeftOutOrZeroMeansNone) {
+  keys["granite.residual_scale"] = 0.0f;
+  const ModelConfig c = load();
+  EXPECT_FLOAT_EQ(c.embed_scale, 1.0f);
+  EXPECT_FLOAT_EQ(c.residual_scale, 1.0f);
+  EXPECT_FLOAT_EQ(c.attention_scale, 0.0f);  // 1/sqrt(head_dim)
+}
+
+TEST_F(GraniteConfigTest, BadMultipliersNameTheKey) {
+  const auto all = keys;
+  keys.erase("granite.logit_scale");
+  expect_error({"missing metadata key 'granite.logit_scale'"});
+  keys = all;
+  keys["granite.logit_scale"] = 0.0f;
+  expect_error({"granite.logit_scale must be a positive number"});
+  keys = all;
+  keys["granite.residual_scale"] = -0.5f;
+  expect_error({"granite.residual_scale must not be negative"});
+  keys = all;
+  keys["granite.embedding_scale"] = std::numeric_limits<float>::infinity();
+  expect_error({"granite.embedding_scale must be a finite number"});
 }
 
 TEST_F(ModelConfigTest, VocabularyNeedsSizeOrTokens) {

@@ -122,6 +122,12 @@ TEST(OpsNeeded, FollowEachFamilysLayerSequence) {
   EXPECT_TRUE(has(gemma_uses, {Op::Attention, DType::F16, {.head_dim = head_dim, .group = group, .window = 8}}));
   EXPECT_FALSE(has_op(gemma_uses, Op::SwiGLU));
 
+  TinyModelSpec granite;  // the multipliers ride on scale: embeddings, each branch, the logits
+  granite.arch = "granite";
+  const auto granite_uses = LlamaRunner::ops_needed(*load_tiny_model(granite, "ops_granite"), RunnerConfig{});
+  EXPECT_TRUE(has(granite_uses, {Op::Scale, DType::F32, {}}));
+  EXPECT_FALSE(has_op(granite_uses, Op::AddBias));
+
   TinyModelSpec moe;
   moe.num_experts = 4;
   moe.experts_used = 2;

@@ -143,7 +143,7 @@ Vec attend(const Vec& q, const Mat& keys, const Mat& values, const ModelConfig& 
     for (size_t j = first; j < keys.size(); ++j) {
       double d = 0;
       for (int i = 0; i < c.head_dim; ++i) d += q[h * c.head_dim + i] * keys[j][kvh * c.head_dim + i];
-      s[j] = d / std::sqrt(double(c.head_dim));
+      s[j] = d * (c.attention_scale > 0 ? double(c.attention_scale) : 1.0 / std::sqrt(double(c.head_dim)));
     }
     const double mx = *std::max_element(s.begin(), s.end());
     double sum = 0;
@@ -233,13 +233,15 @@ std::vector<std::vector<double>> ReferenceLlama::logits(const std::vector<int32_
       values[li].push_back(v);
       Vec o = matvec(l.wo, attend(q, keys[li], values[li], c, local ? c.sliding_window : 0));
       if (!l.post_attn_norm.empty()) o = rmsnorm(o, l.post_attn_norm, c.rms_eps);
-      for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+      for (size_t i = 0; i < x.size(); ++i) x[i] += c.residual_scale * o[i];
       h = rmsnorm(x, l.ffn_norm, c.rms_eps);
       Vec d = c.is_moe() ? moe_mlp(l, h, c.num_experts_used) : gated_mlp(l.dense, h, c.geglu);
       if (!l.post_ffn_norm.empty()) d = rmsnorm(d, l.post_ffn_norm, c.rms_eps);
-      for (size_t i = 0; i < x.size(); ++i) x[i] += d[i];
+      for (size_t i = 0; i < x.size(); ++i) x[i] += c.residual_scale * d[i];
     }
-    logits.push_back(matvec(w_->out_w, rmsnorm(x, w_->out_norm, c.rms_eps)));
+    Vec out = matvec(w_->out_w, rmsnorm(x, w_->out_norm, c.rms_eps));
+    for (double& v : out) v *= c.logit_multiplier;
+    logits.push_back(out);
   }
   return logits;
 }

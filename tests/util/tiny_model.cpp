@@ -140,6 +140,12 @@ void write_tiny_model(const std::string& path, const TinyModelSpec& s) {
   w.add_float32(a + "rope.freq_base", s.rope_theta);
   w.add_float32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   if (s.arch == "gemma3" || s.windowed_llama) w.add_uint32(a + "attention.sliding_window", s.sliding_window);
+  if (s.arch == "granite") {  // multipliers far enough from 1 (and 1/sqrt(head_dim)) to matter
+    w.add_float32(a + "embedding_scale", 3.0f);
+    w.add_float32(a + "residual_scale", 0.5f);
+    w.add_float32(a + "attention.scale", 0.2f);
+    w.add_float32(a + "logit_scale", 4.0f);
+  }
   if (s.num_experts > 0) {
     w.add_uint32(a + "expert_count", s.num_experts);
     w.add_uint32(a + "expert_used_count", s.experts_used);
@@ -174,6 +180,7 @@ void write_tiny_model(const std::string& path, const TinyModelSpec& s) {
       m.norm(w, p + "post_attention_norm.weight", s.dim);
       m.norm(w, p + "post_ffw_norm.weight", s.dim);
     }
+    if (!s.extra_tensor.empty()) m.norm(w, p + s.extra_tensor, head_dim);
     ffn(w, m, p, s);
   }
   w.write(path);

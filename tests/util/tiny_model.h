@@ -12,6 +12,7 @@ struct TinyModelSpec {
   // llama; qwen2 (adds Q/K/V biases, neox RoPE); qwen3 (adds per-head Q/K norms, neox RoPE);
   // gemma3 (Qwen3's additions, GeGLU, post-branch norms, scaled embeddings, local layers with a
   // sliding window of `sliding_window` positions)
+  // granite (Llama's tensors, embedding, residual, attention and logit multipliers)
   // llama with `windowed_llama`: Mistral-style, every layer attends to its last `sliding_window`.
   std::string arch = "llama";
   int32_t sliding_window = 8;
@@ -30,6 +31,7 @@ struct TinyModelSpec {
   bool tied_embeddings = true;
   uint32_t seed = 1;
   std::string omit_tensor;  // leave this tensor out (to test load errors)
+  std::string extra_tensor; // add blk.N.<this> to every layer, [head_dim] floats (to test load errors)
 };
 
 // A byte-level gpt2 vocabulary: 256 byte tokens, two merges, three control tokens

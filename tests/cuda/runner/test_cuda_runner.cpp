@@ -336,6 +336,24 @@ TEST_F(CudaRunner, Gemma3WithHeadDim256MatchesCpu) {
   }
 }
 
+// Granite on the GPU: its embedding, residual, attention and logit multipliers as on the CPU.
+TEST_F(CudaRunner, GraniteMatchesCpu) {
+  test::TinyModelSpec spec;
+  spec.arch = "granite";
+  spec.dim = 128;
+  spec.num_heads = 2;  // head_dim 64
+  const auto model = test::load_tiny_model(spec, "tiny_granite");
+  const auto gpu = small_gpu(*model, true);
+  const auto cpu = test::cpu_runner(*model, gpu->num_kv_blocks());
+  const auto tokens = random_tokens(40, 23, model->config().vocab_size);
+  const ForwardBatch prefill{{{0, tokens, table_for(0, 4, gpu->num_kv_blocks()), LogitRows::All}}};
+  const ForwardOutput c = cpu->forward(prefill), g = gpu->forward(prefill);
+  EXPECT_LE(max_diff(c, g), kTinyTolerance * std::max(1.0, max_abs(c)));
+  const ForwardBatch decode{{{40, {7}, table_for(0, 4, gpu->num_kv_blocks()), LogitRows::Last}}};
+  const ForwardOutput cd = cpu->forward(decode), gd = gpu->forward(decode);
+  EXPECT_LE(max_diff(cd, gd), kTinyTolerance * std::max(1.0, max_abs(cd)));
+}
+
 // Greedy sampling on the GPU picks the CPU's token wherever the CPU's choice is decisive.
 TEST_F(CudaRunner, SamplesOnTheDeviceLikeTheCpu) {
   const auto model = tiny(DType::Q8_0);
