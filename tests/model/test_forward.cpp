@@ -1,15 +1,18 @@
-// The engine's forward pass on tiny random models: agreement with the f64 reference, and the
-// invariances the scheduler relies on (paging, batching and chunking never change a logit bit).
+// The engine's forward pass on tiny random models: agreement with the f64 reference (and, for
+// Granite, with llama.cpp's logits of the same file), and the invariances the scheduler relies on (paging, batching and chunking never change a logit bit).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
 
 #include "model/llama_model.h"
 #include "tests/util/reference_llama.h"
 #include "tests/util/runners.h"
+#include "tests/util/test_paths.h"
 #include "tests/util/tiny_model.h"
 
 namespace flashserve {
@@ -165,6 +168,30 @@ TEST_P(ArchitectureVsReference, ChunkedPrefillMatchesWhole) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ArchitectureVsReference, ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "granite"),
                          [](const auto& info) { return info.param; });
+
+// The tiny Granite file as llama.cpp runs it (tests/fixtures/tiny_granite_llamacpp.json, its top
+// five logits at four positions): the multipliers read and applied as the anchor does. Its f16 KV
+// cache moves its logits by about 1e-4.
+TEST(GraniteAgainstLlamaCpp, TopLogitsMatch) {
+  test::TinyModelSpec spec;
+  spec.arch = "granite";
+  const auto m = tiny(spec);
+  std::ifstream in(test::fixture_path("tiny_granite_llamacpp.json"));
+  const auto fixture = nlohmann::json::parse(in)["prompts"][0];
+  std::vector<int32_t> ids = fixture["prompt_ids"].get<std::vector<int32_t>>();
+  const auto generated = fixture["generated_ids"].get<std::vector<int32_t>>();
+  const size_t first = ids.size() - 1;
+  ids.insert(ids.end(), generated.begin(), generated.end() - 1);
+  auto cache = test::cpu_runner(*m, 8, 16);
+  const Logits got = prefill(*cache, ids, blocks(0, 3), int(ids.size()));
+  const auto& top = fixture["top_logits"];
+  ASSERT_EQ(top.size(), generated.size());
+  for (size_t i = 0; i < top.size(); ++i) {
+    const std::vector<float>& row = got[first + i];
+    EXPECT_EQ(std::max_element(row.begin(), row.end()) - row.begin(), top[i][0][0].get<int>()) << "position " << i;
+    for (const auto& pair : top[i]) EXPECT_NEAR(row[pair[0].get<int>()], pair[1].get<double>(), 1e-3) << "position " << i;
+  }
+}
 
 // Gemma 3's local layers form their own KV groups: a decode step whose windowed groups have
 // returned every block before the window (-1) gives the same logits as one with whole tables; a
