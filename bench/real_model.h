@@ -7,18 +7,18 @@
 #include <memory>
 #include <string>
 
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "model/llama_runner.h"
 #include "model/runner_factory.h"
 
 namespace flashserve {
 
-inline const LlamaModel& real_model() {
+inline const Model& real_model() {
   static const auto m = [] {
     if (const char* threads = std::getenv("FLASHSERVE_THREADS")) set_cpu_threads(std::atoi(threads));
     if (const char* kernels = std::getenv("FLASHSERVE_CPU_KERNELS")) set_cpu_kernels(kernels);
     const char* env = std::getenv("FLASHSERVE_MODEL");
-    return LlamaModel::load(env && *env ? env : FLASHSERVE_DEFAULT_MODEL);
+    return Model::load(env && *env ? env : FLASHSERVE_DEFAULT_MODEL);
   }();
   return *m;
 }

@@ -24,7 +24,7 @@ std::vector<int32_t> record_buckets(int32_t max_num_seqs) {
 size_t kv_elem_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
 
 // The backend, once it can run every op this model's steps call.
-std::unique_ptr<kernels::Backend> checked(std::unique_ptr<kernels::Backend> be, const LlamaModel& model,
+std::unique_ptr<kernels::Backend> checked(std::unique_ptr<kernels::Backend> be, const Model& model,
                                           const RunnerConfig& config) {
   for (const kernels::OpUse& use : LlamaRunner::ops_needed(model, config)) {
     if (!be->supports(use.op, use.type, use.shape)) {
@@ -37,7 +37,7 @@ std::unique_ptr<kernels::Backend> checked(std::unique_ptr<kernels::Backend> be, 
 
 }  // namespace
 
-LlamaRunner::State::State(const LlamaModel& m, std::unique_ptr<kernels::Backend> backend, const RunnerConfig& config)
+LlamaRunner::State::State(const Model& m, std::unique_ptr<kernels::Backend> backend, const RunnerConfig& config)
     : model(m),
       cfg(m.config()),
       opt(config),
@@ -258,7 +258,7 @@ void LlamaRunner::State::sample(const ForwardBatch& batch, int32_t rows, Forward
   }
 }
 
-LlamaRunner::LlamaRunner(const LlamaModel& model, std::unique_ptr<kernels::Backend> backend, const RunnerConfig& config,
+LlamaRunner::LlamaRunner(const Model& model, std::unique_ptr<kernels::Backend> backend, const RunnerConfig& config,
                          const KvPoolSizer& kv_blocks)
     : s_(std::make_unique<State>(model, checked(std::move(backend), model, config), config)) {
   s_->allocate_kv_pool(kv_blocks(*s_->be, kv_block_bytes(model.config(), config.block_size, config.kv_type)));
@@ -269,7 +269,7 @@ LlamaRunner::~LlamaRunner() = default;
 // One step of one token run on a recording backend: the model's layer sequence (llama_forward.cpp)
 // is the only list of what it needs, so the check cannot drift from what runs. Sampling is the
 // runner's own, the same for every model.
-std::vector<kernels::OpUse> LlamaRunner::ops_needed(const LlamaModel& model, const RunnerConfig& config) {
+std::vector<kernels::OpUse> LlamaRunner::ops_needed(const Model& model, const RunnerConfig& config) {
   auto recorder = std::make_unique<kernels::RecordingBackend>();
   const kernels::RecordingBackend& seen = *recorder;
   RunnerConfig one_token = config;

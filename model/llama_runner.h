@@ -11,7 +11,7 @@
 #include <vector>
 #include "kernels/backend.h"
 #include "kernels/recording_backend.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "model/model_runner.h"
 
 namespace flashserve {
@@ -32,7 +32,7 @@ class LlamaRunner : public ModelRunner {
  public:
   // Throws std::invalid_argument naming the first op the backend cannot run for this model (or a
   // bad option), std::runtime_error when the KV pool gets no block.
-  LlamaRunner(const LlamaModel& model, std::unique_ptr<kernels::Backend> backend, const RunnerConfig& config,
+  LlamaRunner(const Model& model, std::unique_ptr<kernels::Backend> backend, const RunnerConfig& config,
               const KvPoolSizer& kv_blocks);
   ~LlamaRunner() override;
 
@@ -49,7 +49,7 @@ class LlamaRunner : public ModelRunner {
   static size_t kv_block_bytes(const ModelConfig& cfg, int32_t block_size, kernels::DType kv_type);
   // Every op, element type and shape a step of this model calls on its backend (the constructor
   // asks the backend about each before loading anything).
-  static std::vector<kernels::OpUse> ops_needed(const LlamaModel& model, const RunnerConfig& config);
+  static std::vector<kernels::OpUse> ops_needed(const Model& model, const RunnerConfig& config);
 
   struct State;
 

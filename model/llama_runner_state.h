@@ -65,7 +65,7 @@ struct StepShape {
 };
 
 struct LlamaRunner::State {
-  State(const LlamaModel& model, std::unique_ptr<kernels::Backend> backend, const RunnerConfig& config);
+  State(const Model& model, std::unique_ptr<kernels::Backend> backend, const RunnerConfig& config);
 
   void map_weights();
   void allocate_step_buffers(int32_t rows);
@@ -84,7 +84,7 @@ struct LlamaRunner::State {
   void scale_branch(int64_t tokens);
   void linear(const float* x, int64_t tokens, const BackendMatrix& w, float* y);
 
-  const LlamaModel& model;
+  const Model& model;
   const ModelConfig& cfg;
   const RunnerConfig opt;
   std::unique_ptr<kernels::Backend> be;

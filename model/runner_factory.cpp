@@ -64,7 +64,7 @@ bool wants_cuda(const std::string& device) {
 
 }  // namespace
 
-std::unique_ptr<ModelRunner> make_runner(const LlamaModel& model, const RunnerOptions& o) {
+std::unique_ptr<ModelRunner> make_runner(const Model& model, const RunnerOptions& o) {
   const bool cuda = wants_cuda(o.device);
   const DType kv_type = kv_cache_type(o.kv_dtype, cuda);
   if (o.gpu_memory_fraction <= 0.0 || o.gpu_memory_fraction > 1.0) throw std::invalid_argument("memory fraction must be in (0, 1]");

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "model/model_runner.h"
 
 namespace flashserve {
@@ -33,7 +33,7 @@ struct RunnerOptions {
 
 // Throws std::invalid_argument for options or a model the chosen backend cannot run (naming what),
 // std::runtime_error when a GPU is asked for and none is usable or the KV budget holds no block.
-std::unique_ptr<ModelRunner> make_runner(const LlamaModel& model, const RunnerOptions& options);
+std::unique_ptr<ModelRunner> make_runner(const Model& model, const RunnerOptions& options);
 
 // Worker threads the CPU kernels use (0: one per physical core).
 void set_cpu_threads(int n);

@@ -80,12 +80,12 @@ EngineConfig EngineOptions::engine_config() const {
   return c;
 }
 
-ChatTemplate EngineOptions::chat_template(const LlamaModel& model) const {
+ChatTemplate EngineOptions::chat_template(const Model& model) const {
   if (chat_template_file.empty()) return model.chat_template();
   return model.chat_template_from(chat_template_file);
 }
 
-std::unique_ptr<ModelRunner> EngineOptions::make_runner(const LlamaModel& model) const {
+std::unique_ptr<ModelRunner> EngineOptions::make_runner(const Model& model) const {
   RunnerOptions o;
   o.device = device;
   o.block_size = block_size;

@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 #include <CLI/CLI.hpp>
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "model/model_runner.h"
 #include "scheduler/engine.h"
 
@@ -33,11 +33,11 @@ struct EngineOptions {
   void add_to(CLI::App& app);
   EngineConfig engine_config() const;
   // --chat-template when given (an unreadable or invalid file throws), else the model's own.
-  ChatTemplate chat_template(const LlamaModel& model) const;
+  ChatTemplate chat_template(const Model& model) const;
   // The runner --device asks for (model/runner_factory.h), its KV pool from --kv-cache-bytes or a
   // share of the memory available (memory_budget.h). Throws std::invalid_argument for cuda in a
   // build without it, std::runtime_error when no GPU is visible.
-  std::unique_ptr<ModelRunner> make_runner(const LlamaModel& model) const;
+  std::unique_ptr<ModelRunner> make_runner(const Model& model) const;
 };
 
 }  // namespace flashserve

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "model/model_runner.h"
 #include "scheduler/output_processor.h"
 
@@ -11,7 +11,7 @@ namespace {
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-std::vector<int32_t> encode_prompt(const LlamaModel& m, const EngineOptions& e, const std::string& prompt, bool chat) {
+std::vector<int32_t> encode_prompt(const Model& m, const EngineOptions& e, const std::string& prompt, bool chat) {
   if (!chat) return m.tokenizer().encode(prompt, true, false);
   return m.encode_chat(e.chat_template(m), {{"user", prompt}});
 }
@@ -42,7 +42,7 @@ void report(const std::vector<Generation>& gens, Clock::time_point start) {
 }
 
 int generate(const GenerateOptions& o) {
-  const auto model = LlamaModel::load(o.model_path);
+  const auto model = Model::load(o.model_path);
   const auto runner = o.engine.make_runner(*model);
   Engine engine(*runner, model->tokenizer(), o.engine.engine_config());
   OutputProcessor outputs(engine, model->tokenizer());

@@ -65,10 +65,10 @@ void raise_open_file_limit() {
   setrlimit(RLIMIT_NOFILE, &lim);
 }
 
-std::unique_ptr<LlamaModel> load_model(const std::string& path) {
+std::unique_ptr<Model> load_model(const std::string& path) {
   spdlog::info("loading model {}", path);
   const auto t0 = Clock::now();
-  auto model = LlamaModel::load(path);
+  auto model = Model::load(path);
   const ModelConfig& c = model->config();
   spdlog::info("loaded '{}' ({}): {} layers, dim {}, {} heads / {} KV heads, vocab {}, context {}, in {:.2f} s", c.name,
                c.arch, c.num_layers, c.dim, c.num_heads, c.num_kv_heads, c.vocab_size, c.context_len,

@@ -22,7 +22,7 @@ size_t longest_token_bytes(const Tokenizer& tok) {
 }
 
 // Stable for one build and model configuration, different when either changes.
-std::string fingerprint(const LlamaModel& model, const EngineOptions& options) {
+std::string fingerprint(const Model& model, const EngineOptions& options) {
   const ModelConfig& c = model.config();
   const std::string identity = c.name + "|" + c.arch + "|" + std::to_string(c.num_layers) + "|" +
                                std::to_string(c.vocab_size) + "|" + options.device + "|" + __DATE__ " " __TIME__;
@@ -65,7 +65,7 @@ std::optional<RequestOutput> RequestStream::next(Clock::time_point deadline) {
   return o;
 }
 
-Serving::Serving(const LlamaModel& model, std::string served_model_name, const EngineOptions& options,
+Serving::Serving(const Model& model, std::string served_model_name, const EngineOptions& options,
                  ServingObserver* observer)
     : model_(model),
       model_name_(std::move(served_model_name)),

@@ -15,7 +15,7 @@
 #include <vector>
 #include "grammar/grammar_cache.h"
 #include "model/chat_template.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "model/model_runner.h"
 #include "scheduler/engine.h"
 #include "scheduler/output_processor.h"
@@ -73,11 +73,11 @@ struct SubmitResult {
 class Serving {
  public:
   // Starts the engine and output threads. `observer` may be null; it must outlive this object.
-  Serving(const LlamaModel& model, std::string served_model_name, const EngineOptions& options,
+  Serving(const Model& model, std::string served_model_name, const EngineOptions& options,
           ServingObserver* observer);
   ~Serving();
 
-  const LlamaModel& model() const { return model_; }
+  const Model& model() const { return model_; }
   const Tokenizer& tokenizer() const { return model_.tokenizer(); }
   const std::string& model_name() const { return model_name_; }
   int32_t context_len() const { return model_.config().context_len; }
@@ -134,7 +134,7 @@ class Serving {
  private:
   void on_output(RequestStream& stream, const RequestOutput& o);
 
-  const LlamaModel& model_;
+  const Model& model_;
   std::string model_name_;
   ServingObserver* observer_;
   std::unique_ptr<ChatTemplate> template_;  // null if the model has none we can apply

@@ -14,7 +14,7 @@ inline const Serving& tiny_serving(const std::string& target) {
     // The file is only read while loading (the weights are mapped), so it can go at once.
     const std::string path = test::temp_model_path(target);
     test::write_tiny_model(path, {});
-    auto* model = LlamaModel::load(path).release();
+    auto* model = Model::load(path).release();
     std::filesystem::remove(path);
     EngineOptions options;
     options.kv_cache_bytes = 1 << 20;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/util/bit_difference.h"
 #include "tests/util/op_trace_backend.h"
 #include "tests/util/runners.h"
@@ -40,7 +40,7 @@ void advance(SequenceInput& s, const ForwardOutput& out, int32_t seq) {
 
 class CpuCopiesModel : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { model_ = LlamaModel::load(test::real_model_path()).release(); }
+  static void SetUpTestSuite() { model_ = Model::load(test::real_model_path()).release(); }
   static void TearDownTestSuite() { delete model_; }
 
   static std::vector<int32_t> chat(const std::string& text) {
@@ -96,9 +96,9 @@ class CpuCopiesModel : public ::testing::Test {
       "is repainted every seven years with sixty tonnes of paint, and grows by up to fifteen centimetres on hot summer "
       "days, as its iron expands in the heat.";
 
-  static LlamaModel* model_;
+  static Model* model_;
 };
-LlamaModel* CpuCopiesModel::model_ = nullptr;
+Model* CpuCopiesModel::model_ = nullptr;
 
 TEST_F(CpuCopiesModel, EveryCopyGivesTheScalarCopysLogitsBitForBit) {
   const size_t prefill = chat(kPassage).size();

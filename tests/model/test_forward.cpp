@@ -9,7 +9,7 @@
 #include <numeric>
 #include <random>
 
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/util/reference_llama.h"
 #include "tests/util/runners.h"
 #include "tests/util/test_paths.h"
@@ -21,7 +21,7 @@ namespace {
 using kernels::DType;
 using Logits = std::vector<std::vector<float>>;  // [position][vocab]
 
-std::unique_ptr<LlamaModel> tiny(const test::TinyModelSpec& spec) { return test::load_tiny_model(spec, "tiny"); }
+std::unique_ptr<Model> tiny(const test::TinyModelSpec& spec) { return test::load_tiny_model(spec, "tiny"); }
 
 std::vector<int32_t> random_tokens(int n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -65,7 +65,7 @@ Logits prefill(ModelRunner& cache, const std::vector<int32_t>& tokens, const std
 }
 
 // Every position's logits of a whole-prompt prefill against the plain f64 forward pass.
-void expect_prefill_matches_reference(const LlamaModel& m, const std::vector<int32_t>& tokens) {
+void expect_prefill_matches_reference(const Model& m, const std::vector<int32_t>& tokens) {
   auto cache = test::cpu_runner(m, 8, 16);
   const Logits got = prefill(*cache, tokens, blocks(0, 3), int(tokens.size()));
   const auto want = test::reference_logits(m.file(), tokens);
@@ -242,7 +242,7 @@ TEST(ModelLoad, UnsupportedArchitectureIsNamed) {
   const std::string path = test::temp_model_path("gemma2");
   test::write_tiny_model(path, spec);
   try {
-    LlamaModel::load(path);
+    Model::load(path);
     FAIL() << "loaded an architecture we do not run";
   } catch (const GgufError& e) {
     EXPECT_NE(std::string(e.what()).find("unsupported architecture 'gemma2'"), std::string::npos) << e.what();
@@ -305,7 +305,7 @@ class ForwardInvariance : public ::testing::TestWithParam<FfnCase> {
   std::unique_ptr<LlamaRunner> runner(int32_t num_blocks, int32_t block_size) const {
     return test::cpu_runner(*model_, num_blocks, block_size, GetParam().q8);
   }
-  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<Model> model_;
 };
 
 INSTANTIATE_TEST_SUITE_P(Ffn, ForwardInvariance,
@@ -419,7 +419,7 @@ TEST(ModelLoad, MissingTensorIsNamed) {
   const std::string path = test::temp_model_path("missing");
   test::write_tiny_model(path, spec);
   try {
-    LlamaModel::load(path);
+    Model::load(path);
     FAIL() << "loaded a model without " << spec.omit_tensor;
   } catch (const GgufError& e) {
     EXPECT_NE(std::string(e.what()).find("blk.1.ffn_up.weight"), std::string::npos) << e.what();
@@ -434,7 +434,7 @@ TEST(ModelLoad, MissingExpertTensorIsNamed) {
   const std::string path = test::temp_model_path("missing_experts");
   test::write_tiny_model(path, spec);
   try {
-    LlamaModel::load(path);
+    Model::load(path);
     FAIL() << "loaded a model without " << spec.omit_tensor;
   } catch (const GgufError& e) {
     EXPECT_NE(std::string(e.what()).find("blk.1.ffn_down_exps.weight"), std::string::npos) << e.what();
@@ -449,7 +449,7 @@ TEST(ModelLoad, TensorOutsideTheFamilyIsRefused) {
   const std::string path = test::temp_model_path("extra");
   test::write_tiny_model(path, spec);
   try {
-    LlamaModel::load(path);
+    Model::load(path);
     FAIL() << "loaded a llama file with " << spec.extra_tensor;
   } catch (const GgufError& e) {
     EXPECT_NE(std::string(e.what()).find("tensor 'blk.0.attn_q_norm.weight' is not part of the llama architecture"),
@@ -465,7 +465,7 @@ TEST(ModelLoad, MissingFamilyTensorIsNamed) {
   const std::string path = test::temp_model_path("missing_norm");
   test::write_tiny_model(path, spec);
   try {
-    LlamaModel::load(path);
+    Model::load(path);
     FAIL() << "loaded a qwen3 file without " << spec.omit_tensor;
   } catch (const GgufError& e) {
     EXPECT_NE(std::string(e.what()).find("missing tensor 'blk.1.attn_k_norm.weight'"), std::string::npos) << e.what();
@@ -477,7 +477,7 @@ TEST(ModelLoad, TruncatedFileIsRejectedWithMessage) {
   test::write_tiny_model(path, {});
   std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
   try {
-    LlamaModel::load(path);
+    Model::load(path);
     FAIL() << "loaded a truncated model";
   } catch (const GgufError& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();

@@ -19,7 +19,7 @@
 #include <set>
 #include <sstream>
 
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/util/llamacpp_agreement.h"
 #include "tests/util/runners.h"
 
@@ -70,7 +70,7 @@ std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
 int32_t argmax(const float* row, int32_t n) { return int32_t(std::max_element(row, row + n) - row); }
 
 // "wq Q5_0 x30, w_down Q4_K x15 Q6_K x15, ...": which types the loader bound, per weight role.
-std::string weight_types(const LlamaModel& m) {
+std::string weight_types(const Model& m) {
   std::map<std::string, std::map<std::string, int>> roles;
   auto add = [&](const char* role, const WeightMatrix& w) {
     if (w.data) ++roles[role][std::string(kernels::dtype_name(w.type))];
@@ -103,9 +103,9 @@ class Requantized : public ::testing::TestWithParam<std::string> {
                    << ": run bench/llamacpp/build.sh, then bench/llamacpp/requantize.sh";
     }
     try {
-      model_ = LlamaModel::load(v_.gguf.string());
+      model_ = Model::load(v_.gguf.string());
     } catch (const std::exception& e) {
-      FAIL() << "[ " << v_.label << " ] LlamaModel::load(" << v_.gguf << ") failed: " << e.what();
+      FAIL() << "[ " << v_.label << " ] Model::load(" << v_.gguf << ") failed: " << e.what();
     }
     std::ifstream in(v_.json);
     fixture_ = json::parse(in);
@@ -137,7 +137,7 @@ class Requantized : public ::testing::TestWithParam<std::string> {
   }
 
   Variant v_;
-  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<Model> model_;
   json fixture_;
 };
 

@@ -9,7 +9,7 @@
 #include <numeric>
 
 #include "model/chat_template.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/util/llamacpp_agreement.h"
 #include "tests/util/reference_llama.h"
 #include "tests/util/runners.h"
@@ -23,7 +23,7 @@ using nlohmann::json;
 class SmolLM2 : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_ = LlamaModel::load(test::real_model_path()).release();
+    model_ = Model::load(test::real_model_path()).release();
     std::ifstream in(test::fixture_path("smollm2_llamacpp.json"));
     fixture_ = new json(json::parse(in));
   }
@@ -32,10 +32,10 @@ class SmolLM2 : public ::testing::Test {
     delete fixture_;
   }
 
-  static LlamaModel* model_;
+  static Model* model_;
   static json* fixture_;
 };
-LlamaModel* SmolLM2::model_ = nullptr;
+Model* SmolLM2::model_ = nullptr;
 json* SmolLM2::fixture_ = nullptr;
 
 TEST_F(SmolLM2, PromptsTokenizeLikeLlamaCpp) {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "model/gguf.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/util/llamacpp_agreement.h"
 #include "tests/util/reference_llama.h"
 #include "tests/util/test_paths.h"
@@ -37,8 +37,8 @@ class SyntheticGguf : public ::testing::TestWithParam<std::string> {};
 TEST_P(SyntheticGguf, LoadsAsTheShapeAndMatchesExactArithmetic) {
   const fs::path path = write_tiny(GetParam());
   if (path.empty()) GTEST_SKIP() << "no " << FLASHSERVE_VENV_PYTHON << " with gguf (run scripts/setup.sh)";
-  const auto model = LlamaModel::load(path.string());
-  const auto smollm2 = LlamaModel::load(test::real_model_path());
+  const auto model = Model::load(path.string());
+  const auto smollm2 = Model::load(test::real_model_path());
   const ModelConfig& c = model->config();
   EXPECT_EQ(c.arch, "llama");
   EXPECT_EQ(c.dim, 256);

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <random>
 
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/util/engine_harness.h"
 #include "tests/util/fake_runner.h"
 #include "tests/util/runners.h"
@@ -103,7 +103,7 @@ TEST_F(EngineInvariance, TinyLlamaBatchedChunkedPreemptedCached) {
   spec.embd_type = kernels::DType::Q8_0;
   const std::string path = test::temp_model_path("engine");
   test::write_tiny_model(path, spec);
-  const auto model = LlamaModel::load(path);
+  const auto model = Model::load(path);
   const auto jobs = mixed_jobs(32, 2, 60, 12);
 
   const auto roomy_runner = test::cpu_runner(*model, 256);
@@ -172,7 +172,7 @@ TEST_F(EngineInvariance, TinyGemma3BatchedChunkedPreemptedCached) {
   spec.matrix_type = kernels::DType::Q8_0;
   const std::string path = test::temp_model_path("engine-gemma3");
   test::write_tiny_model(path, spec);
-  const auto model = LlamaModel::load(path);
+  const auto model = Model::load(path);
   const auto jobs = mixed_jobs(16, 6, 60, 24);
 
   const auto roomy_runner = test::cpu_runner(*model, 512, 4);

@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "model/llama_model.h"
+#include "model/model.h"
 #include "tests/util/engine_harness.h"
 #include "tests/util/runners.h"
 #include "tests/util/test_paths.h"
@@ -16,7 +16,7 @@ using test::Job;
 
 class EngineSmolLM2 : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { model_ = LlamaModel::load(test::real_model_path()).release(); }
+  static void SetUpTestSuite() { model_ = Model::load(test::real_model_path()).release(); }
   static void TearDownTestSuite() { delete model_; }
 
   static Job target() {
@@ -51,9 +51,9 @@ class EngineSmolLM2 : public ::testing::Test {
     return c;
   }
 
-  static LlamaModel* model_;
+  static Model* model_;
 };
-LlamaModel* EngineSmolLM2::model_ = nullptr;
+Model* EngineSmolLM2::model_ = nullptr;
 
 TEST_F(EngineSmolLM2, GreedyAnswerIsIndependentOfHowItIsServed) {
   const Tokenizer& tok = model_->tokenizer();

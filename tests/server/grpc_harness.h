@@ -55,7 +55,7 @@ class GrpcHarness {
   }
 
  public:
-  explicit GrpcHarness(const LlamaModel& model, const EngineOptions& options = small_engine_options())
+  explicit GrpcHarness(const Model& model, const EngineOptions& options = small_engine_options())
       : serving(model, "test-model", options, &recorder), server(serving, loopback()) {
     server.start();
     channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server.port()), grpc::InsecureChannelCredentials());

@@ -28,12 +28,12 @@ namespace flashserve::test {
 using json = nlohmann::json;
 
 // Loaded once per test binary.
-inline const LlamaModel& tiny_model() {
-  static const std::unique_ptr<LlamaModel> model = LlamaModel::load(tiny_model_for_server());
+inline const Model& tiny_model() {
+  static const std::unique_ptr<Model> model = Model::load(tiny_model_for_server());
   return *model;
 }
-inline const LlamaModel& smollm2() {
-  static const std::unique_ptr<LlamaModel> model = LlamaModel::load(real_model_path());
+inline const Model& smollm2() {
+  static const std::unique_ptr<Model> model = Model::load(real_model_path());
   return *model;
 }
 
@@ -83,7 +83,7 @@ inline HttpOptions test_http_options() {
 
 class HttpHarness {
  public:
-  explicit HttpHarness(const LlamaModel& model, const EngineOptions& engine = test_engine_options(),
+  explicit HttpHarness(const Model& model, const EngineOptions& engine = test_engine_options(),
                        HttpOptions http = test_http_options())
       : serving(model, "test-model", engine, &recorder),
         server(serving, [] { return std::string("# flashserve test metrics\n"); }, std::move(http)) {

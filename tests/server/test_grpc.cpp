@@ -44,10 +44,10 @@ class GrpcTest : public ::testing::Test {
     return msgs;
   }
 
-  static LlamaModel* model_;
+  static Model* model_;
   std::unique_ptr<GrpcHarness> h_;
 };
-LlamaModel* GrpcTest::model_ = nullptr;
+Model* GrpcTest::model_ = nullptr;
 
 std::vector<int32_t> ids_of(const google::protobuf::RepeatedPtrField<pb::GeneratedToken>& tokens) {
   std::vector<int32_t> ids;

@@ -14,7 +14,7 @@ using namespace std::chrono_literals;
 
 class GrpcLifecycleTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { model_ = LlamaModel::load(real_model_path()).release(); }
+  static void SetUpTestSuite() { model_ = Model::load(real_model_path()).release(); }
   static void TearDownTestSuite() { delete model_; }
 
   static pb::GenerateRequest long_request() {
@@ -23,9 +23,9 @@ class GrpcLifecycleTest : public ::testing::Test {
     return req;
   }
 
-  static LlamaModel* model_;
+  static Model* model_;
 };
-LlamaModel* GrpcLifecycleTest::model_ = nullptr;
+Model* GrpcLifecycleTest::model_ = nullptr;
 
 // Reads `n` messages from a stream that must still be going.
 void read_messages(grpc::ClientReader<pb::GenerateStreamResponse>& reader, int n) {

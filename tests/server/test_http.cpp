@@ -409,7 +409,7 @@ TEST(HttpBatchInvariance, ARequestIsTheSameAloneAndAmong63Others) {
   // machine accepts them: each may decode to a context of 8192 tokens (512 KV bytes a token), with
   // room for all 64 sequences to reach it, so none finishes or is preempted first.
   spec.context_len = 8192;
-  const std::unique_ptr<LlamaModel> model = load_tiny_model(spec, "invariance");
+  const std::unique_ptr<Model> model = load_tiny_model(spec, "invariance");
   EngineOptions options = test_engine_options(int64_t(64 * 8192) * 512);
   options.batch_invariant = true;
   HttpHarness h(*model, options);

@@ -39,10 +39,10 @@ class HttpTools : public ::testing::Test {
             {"temperature", 0.8},
             {"seed", 11}};
   }
-  static std::unique_ptr<LlamaModel> model_;
+  static std::unique_ptr<Model> model_;
   static HttpHarness* h_;
 };
-std::unique_ptr<LlamaModel> HttpTools::model_;
+std::unique_ptr<Model> HttpTools::model_;
 HttpHarness* HttpTools::h_ = nullptr;
 
 const json kSetMode = {{"type", "function"}, {"function", {{"name", "set_mode"}}}};

@@ -18,7 +18,7 @@ int32_t argmax(const float* row, int32_t n) { return int32_t(std::max_element(ro
 
 }  // namespace
 
-ForwardOutput score_all_positions(const LlamaModel& model, const std::vector<int32_t>& tokens, bool q8,
+ForwardOutput score_all_positions(const Model& model, const std::vector<int32_t>& tokens, bool q8,
                                   kernels::DType kv_type) {
   auto runner = cpu_runner(model, int32_t(tokens.size() + 15) / 16, 16, q8, kv_type);
   SequenceInput s;
@@ -32,7 +32,7 @@ ForwardOutput score_all_positions(const LlamaModel& model, const std::vector<int
 
 double top_gap(const nlohmann::json& top) { return top[0][1].get<double>() - top[1][1].get<double>(); }
 
-Top1Agreement top1_agreement(const LlamaModel& model, const nlohmann::json& fixture, double decisive_gap,
+Top1Agreement top1_agreement(const Model& model, const nlohmann::json& fixture, double decisive_gap,
                              const std::string& label, bool q8, bool arbitrate) {
   Top1Agreement a;
   std::unique_ptr<ReferenceLlama> exact;

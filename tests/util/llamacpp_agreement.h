@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include "model/forward_batch.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 
 namespace flashserve::test {
 
@@ -18,7 +18,7 @@ struct Top1Agreement {
 };
 
 // Logits at every position of `tokens`, one prefill on the CPU (q8: with 8-bit activations).
-ForwardOutput score_all_positions(const LlamaModel& model, const std::vector<int32_t>& tokens, bool q8 = false,
+ForwardOutput score_all_positions(const Model& model, const std::vector<int32_t>& tokens, bool q8 = false,
                                   kernels::DType kv_type = kernels::DType::F32);
 
 double top_gap(const nlohmann::json& top);
@@ -26,7 +26,7 @@ double top_gap(const nlohmann::json& top);
 // Every prompt of `fixture` scored with its continuation (q8: with 8-bit activations). Each decisive
 // disagreement is printed, tagged with `label`, with the token the exact f64 forward pass picks;
 // with arbitrate, one that exact arithmetic does not side with us on is a failed EXPECT.
-Top1Agreement top1_agreement(const LlamaModel& model, const nlohmann::json& fixture, double decisive_gap,
+Top1Agreement top1_agreement(const Model& model, const nlohmann::json& fixture, double decisive_gap,
                              const std::string& label, bool q8 = false, bool arbitrate = true);
 
 }  // namespace flashserve::test

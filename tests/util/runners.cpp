@@ -11,12 +11,12 @@ KvPoolSizer exactly(int32_t num_blocks) {
 
 }  // namespace
 
-std::unique_ptr<LlamaRunner> cpu_runner(const LlamaModel& model, int32_t num_blocks, int32_t block_size, bool q8,
+std::unique_ptr<LlamaRunner> cpu_runner(const Model& model, int32_t num_blocks, int32_t block_size, bool q8,
                                         kernels::DType kv_type) {
   return cpu_runner_on(model, kernels::make_cpu_backend(q8), num_blocks, block_size, kv_type);
 }
 
-std::unique_ptr<LlamaRunner> cpu_runner_on(const LlamaModel& model, std::unique_ptr<kernels::Backend> backend,
+std::unique_ptr<LlamaRunner> cpu_runner_on(const Model& model, std::unique_ptr<kernels::Backend> backend,
                                            int32_t num_blocks, int32_t block_size, kernels::DType kv_type) {
   RunnerConfig c;
   c.block_size = block_size;
@@ -35,7 +35,7 @@ std::vector<std::vector<int32_t>> per_group(const ModelRunner& runner, const std
   return tables;
 }
 
-std::unique_ptr<LlamaRunner> cuda_runner(const LlamaModel& model, int32_t num_blocks, RunnerConfig config,
+std::unique_ptr<LlamaRunner> cuda_runner(const Model& model, int32_t num_blocks, RunnerConfig config,
                                          bool batch_invariant) {
   if (config.kv_type == kernels::DType::F32) config.kv_type = kernels::DType::F16;
   return std::make_unique<LlamaRunner>(model, kernels::make_cuda_backend(batch_invariant), config, exactly(num_blocks));

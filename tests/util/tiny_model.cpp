@@ -193,10 +193,10 @@ std::string temp_model_path(const std::string& stem) {
   return (dir / (stem + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".gguf")).string();
 }
 
-std::unique_ptr<LlamaModel> load_tiny_model(const TinyModelSpec& spec, const std::string& stem) {
+std::unique_ptr<Model> load_tiny_model(const TinyModelSpec& spec, const std::string& stem) {
   const std::string path = temp_model_path(stem);
   write_tiny_model(path, spec);
-  return LlamaModel::load(path);
+  return Model::load(path);
 }
 
 }  // namespace flashserve::test

@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 #include "kernels/dtype.h"
-#include "model/llama_model.h"
+#include "model/model.h"
 
 namespace flashserve::test {
 
@@ -45,6 +45,6 @@ void write_tiny_model(const std::string& path, const TinyModelSpec& spec);
 std::string temp_model_path(const std::string& stem);
 
 // The model written to a fresh temp_model_path(stem), loaded.
-std::unique_ptr<LlamaModel> load_tiny_model(const TinyModelSpec& spec, const std::string& stem);
+std::unique_ptr<Model> load_tiny_model(const TinyModelSpec& spec, const std::string& stem);
 
 }  // namespace flashserve::test

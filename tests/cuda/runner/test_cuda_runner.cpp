@@ -23,7 +23,7 @@ namespace {
 
 using kernels::DType;
 
-std::unique_ptr<LlamaModel> tiny(DType matrix_type) {
+std::unique_ptr<Model> tiny(DType matrix_type) {
   test::TinyModelSpec spec;
   spec.dim = 256;
   spec.num_heads = 4;      // head_dim 64, which the CUDA attention kernels support
@@ -70,7 +70,7 @@ double max_abs(const ForwardOutput& a) {
   return m;
 }
 
-std::unique_ptr<LlamaRunner> small_gpu(const LlamaModel& model, bool graphs) {
+std::unique_ptr<LlamaRunner> small_gpu(const Model& model, bool graphs) {
   RunnerConfig c;
   c.kv_type = DType::F16;
   c.max_num_seqs = 8;
@@ -229,7 +229,7 @@ TEST_F(CudaRunner, RejectsMalformedBatchesLikeTheCpu) {
 // SmolLM2 teacher-forced on the CPU's greedy continuation of the foundation issue's prompts: the
 // GPU's top-1 must equal the CPU's wherever the CPU's top-1/top-2 gap exceeds 0.1.
 TEST_F(CudaRunner, SmolLM2GreedyMatchesCpuWhereDecisive) {
-  const auto model = LlamaModel::load(test::real_model_path());
+  const auto model = Model::load(test::real_model_path());
   std::ifstream f(test::fixture_path("smollm2_llamacpp.json"));
   const auto fixture = nlohmann::json::parse(f);
   const auto gpu_runner = test::cuda_runner(*model, 256), cpu_runner = test::cpu_runner(*model, 256);

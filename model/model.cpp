@@ -1,7 +1,7 @@
 // Loading: maps the file, reads hyperparameters and tokenizer, and binds every tensor with its
 // expected shape (the family's own among them, model/families/) so that forward() never meets a
 // surprise.
-#include "model/llama_model.h"
+#include "model/model.h"
 
 #include <algorithm>
 #include <string>
@@ -90,8 +90,8 @@ WeightMatrix StackedWeights::expert(int64_t e) const {
   return WeightMatrix{static_cast<const char*>(data) + size_t(e) * matrix_bytes, type, rows, cols};
 }
 
-std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
-  std::unique_ptr<LlamaModel> m(new LlamaModel());
+std::unique_ptr<Model> Model::load(const std::string& path) {
+  std::unique_ptr<Model> m(new Model());
   m->file_ = GgufFile::open(path);
   m->cfg_ = read_model_config(*m->file_);
   m->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::data_from_gguf(*m->file_));
@@ -103,7 +103,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
   return m;
 }
 
-void LlamaModel::bind_weights() {
+void Model::bind_weights() {
   const ModelConfig& c = cfg_;
   const LayerTensors& extra = find_family(c.arch)->tensors;
   TensorBinder b(*file_);
@@ -148,12 +148,12 @@ void LlamaModel::bind_weights() {
   b.check_all_bound(c.arch);
 }
 
-std::string LlamaModel::chat_template_source() const {
+std::string Model::chat_template_source() const {
   return file_->get_string("tokenizer.chat_template", "");
 }
 
 // The file's own template; a file without one gets the built-in family its vocabulary points to.
-ChatTemplate LlamaModel::chat_template() const {
+ChatTemplate Model::chat_template() const {
   const Tokenizer& tok = *tokenizer_;
   const std::string bos = tok.token_text(tok.bos_id()), eos = tok.token_text(tok.eos_id());
   const std::string source = chat_template_source();
@@ -164,16 +164,16 @@ ChatTemplate LlamaModel::chat_template() const {
   throw UnsupportedTemplate("the model has no chat template and its vocabulary matches no built-in one");
 }
 
-ChatTemplate LlamaModel::chat_template_from(const std::string& path) const {
+ChatTemplate Model::chat_template_from(const std::string& path) const {
   const Tokenizer& tok = *tokenizer_;
   return ChatTemplate::from_file(path, tok.token_text(tok.bos_id()), tok.token_text(tok.eos_id()));
 }
 
-std::vector<int32_t> LlamaModel::encode_chat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages) const {
+std::vector<int32_t> Model::encode_chat(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages) const {
   return encode_rendered_chat(tmpl.apply(messages, /*add_generation_prompt=*/true));
 }
 
-std::vector<int32_t> LlamaModel::encode_rendered_chat(const std::string& text) const {
+std::vector<int32_t> Model::encode_rendered_chat(const std::string& text) const {
   const Tokenizer& tok = *tokenizer_;
   const bool has_bos = tok.bos_id() >= 0 && text.starts_with(tok.token_text(tok.bos_id()));
   return tok.encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);

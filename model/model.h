@@ -1,6 +1,7 @@
-// A Llama-family decoder (embedding, RMSNorm, RoPE, grouped-query attention, SwiGLU MLP or a
-// mixture of SwiGLU experts, LM head) as loaded from GGUF: hyperparameters, tokenizer, chat template
-// and every weight bound in place in the memory-mapped file. LlamaRunner runs it on a backend.
+// A model as loaded from GGUF, whichever family of model/families/ it is: hyperparameters,
+// tokenizer, chat template -- what the server sees -- and every weight bound in place in the
+// memory-mapped file, which only runners read (LlamaRunner runs the shared layer sequence on a
+// backend).
 #pragma once
 #include <memory>
 #include <string>
@@ -52,11 +53,11 @@ struct LayerWeights {
   MoeWeights moe;             // bound only when the config has experts
 };
 
-class LlamaModel {
+class Model {
  public:
   // Throws GgufError (file, metadata or tensor problems, named) or std::invalid_argument
   // (tokenizer data). Never crashes on a bad file.
-  static std::unique_ptr<LlamaModel> load(const std::string& path);
+  static std::unique_ptr<Model> load(const std::string& path);
 
   const ModelConfig& config() const { return cfg_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -80,7 +81,7 @@ class LlamaModel {
   const std::vector<LayerWeights>& layers() const { return layers_; }
 
  private:
-  LlamaModel() = default;
+  Model() = default;
   void bind_weights();
 
   std::unique_ptr<GgufFile> file_;
