@@ -10,6 +10,7 @@
 #include "kernels/backend.h"
 #include "kernels/elementwise.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/quant_decode.cuh"
 #include "kernels/matmul.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/swiglu.h"
@@ -17,28 +18,9 @@
 namespace flashserve::kernels {
 namespace {
 
-// Weight types the gather and matmul kernels decode (kernels/cuda/quant_decode.cuh).
-bool stored_type(DType t) {
-  switch (t) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16:
-    case DType::Q4_0:
-    case DType::Q4_1:
-    case DType::Q5_0:
-    case DType::Q5_1:
-    case DType::Q8_0:
-    case DType::Q2_K:
-    case DType::Q3_K:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-    case DType::Q8_K:
-    case DType::IQ4_NL:
-    case DType::IQ4_XS: return true;
-    default: return false;
-  }
-}
+// Weight types the gather and matmul kernels decode: the float types and every block type of
+// kernels/dtype.h, each with its decoder (kernels/cuda/quant_decode.cuh).
+bool stored_type(DType t) { return cuda::block_layout(t).elems != 0; }
 
 class CudaGraphStep final : public RecordedStep {
  public:

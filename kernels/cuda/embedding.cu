@@ -93,6 +93,20 @@ void launch_chunks(const void* w, int64_t k, const int32_t* ids, int64_t n, floa
   FLASHSERVE_CUDA_CHECK(cudaGetLastError());
 }
 
+// launch_chunks with the decoder with_decoder picks.
+struct ChunksLauncher {
+  const void* w;
+  int64_t k;
+  const int32_t* ids;
+  int64_t n;
+  float* out;
+  cudaStream_t stream;
+  template <class D>
+  void operator()() const {
+    launch_chunks<D>(w, k, ids, n, out, stream);
+  }
+};
+
 void check_args(const void* w, DType wtype, int64_t k, int64_t n) {
   if (k <= 0 || n < 0) throw std::invalid_argument("cuda::get_rows: empty row or negative count");
   if (n > int64_t(INT32_MAX)) throw std::invalid_argument("cuda::get_rows: too many rows for one grid");
@@ -116,16 +130,7 @@ void get_rows(const void* w, DType wtype, int64_t k, const int32_t* ids, int64_t
     case DType::Q4_0: return launch<DType::Q4_0>(w, k, ids, n, out, stream);
     case DType::Q4_1: return launch<DType::Q4_1>(w, k, ids, n, out, stream);
     case DType::Q8_0: return launch<DType::Q8_0>(w, k, ids, n, out, stream);
-    case DType::Q5_0: return launch_chunks<Q5_0Block>(w, k, ids, n, out, stream);
-    case DType::Q5_1: return launch_chunks<Q5_1Block>(w, k, ids, n, out, stream);
-    case DType::IQ4_NL: return launch_chunks<IQ4_NLBlock>(w, k, ids, n, out, stream);
-    case DType::Q2_K: return launch_chunks<Q2_KBlock>(w, k, ids, n, out, stream);
-    case DType::Q3_K: return launch_chunks<Q3_KBlock>(w, k, ids, n, out, stream);
-    case DType::Q4_K: return launch_chunks<Q4_KBlock>(w, k, ids, n, out, stream);
-    case DType::Q5_K: return launch_chunks<Q5_KBlock>(w, k, ids, n, out, stream);
-    case DType::Q6_K: return launch_chunks<Q6_KBlock>(w, k, ids, n, out, stream);
-    case DType::Q8_K: return launch_chunks<Q8_KBlock>(w, k, ids, n, out, stream);
-    case DType::IQ4_XS: return launch_chunks<IQ4_XSBlock>(w, k, ids, n, out, stream);
+    default: with_decoder(wtype, ChunksLauncher{w, k, ids, n, out, stream});
   }
 }
 

@@ -458,6 +458,31 @@ void MatmulContext::reserve(int64_t max_tokens, int64_t max_k, int64_t max_n_out
 
 namespace {
 
+// launch_gemv and launch_dequantize with the decoder with_decoder picks.
+struct GemvLauncher {
+  const float* x;
+  int64_t num_tokens, k;
+  const void* w;
+  size_t row_bytes;
+  int64_t n_out;
+  float* y;
+  cudaStream_t stream;
+  template <class D>
+  void operator()() const {
+    launch_gemv<D>(x, num_tokens, k, w, row_bytes, n_out, y, stream);
+  }
+};
+struct DequantizeLauncher {
+  const void* w;
+  int64_t num_chunks;
+  __half* out;
+  cudaStream_t stream;
+  template <class D>
+  void operator()() const {
+    launch_dequantize<D>(w, num_chunks, out, stream);
+  }
+};
+
 void gemv(const float* x, int64_t num_tokens, int64_t k, const void* w, DType wtype, int64_t n_out, float* y,
           cudaStream_t stream) {
   const size_t rb = weight_row_bytes(wtype, k);
@@ -467,40 +492,15 @@ void gemv(const float* x, int64_t num_tokens, int64_t k, const void* w, DType wt
     case DType::F32: return launch_gemv<F32Elem>(x, num_tokens, k, w, rb, n_out, y, stream);
     case DType::F16: return launch_gemv<F16Elem>(x, num_tokens, k, w, rb, n_out, y, stream);
     case DType::BF16: return launch_gemv<BF16Elem>(x, num_tokens, k, w, rb, n_out, y, stream);
-    case DType::Q4_0: return launch_gemv<Q4_0Block>(x, num_tokens, k, w, rb, n_out, y, stream);
-    case DType::Q4_1: return launch_gemv<Q4_1Block>(x, num_tokens, k, w, rb, n_out, y, stream);
-    case DType::Q5_0: return launch_gemv<Q5_0Block>(x, num_tokens, k, w, rb, n_out, y, stream);
-    case DType::Q5_1: return launch_gemv<Q5_1Block>(x, num_tokens, k, w, rb, n_out, y, stream);
-    case DType::Q8_0: return launch_gemv<Q8_0Block>(x, num_tokens, k, w, rb, n_out, y, stream);
-    case DType::IQ4_NL: return launch_gemv<IQ4_NLBlock>(x, num_tokens, k, w, rb, n_out, y, stream);
-    case DType::Q2_K: return launch_gemv<Q2_KBlock>(x, num_tokens, k, w, rb, n_out, y, stream);
-    case DType::Q3_K: return launch_gemv<Q3_KBlock>(x, num_tokens, k, w, rb, n_out, y, stream);
-    case DType::Q4_K: return launch_gemv<Q4_KBlock>(x, num_tokens, k, w, rb, n_out, y, stream);
-    case DType::Q5_K: return launch_gemv<Q5_KBlock>(x, num_tokens, k, w, rb, n_out, y, stream);
-    case DType::Q6_K: return launch_gemv<Q6_KBlock>(x, num_tokens, k, w, rb, n_out, y, stream);
-    case DType::Q8_K: return launch_gemv<Q8_KBlock>(x, num_tokens, k, w, rb, n_out, y, stream);
-    case DType::IQ4_XS: return launch_gemv<IQ4_XSBlock>(x, num_tokens, k, w, rb, n_out, y, stream);
+    default: with_decoder(wtype, GemvLauncher{x, num_tokens, k, w, rb, n_out, y, stream});
   }
 }
 
 // W as F16 in scratch (quantized types only).
 void expand_weights(const void* w, DType wtype, int64_t k, int64_t n_out, __half* out, cudaStream_t stream) {
   const int64_t num_chunks = n_out * (k / kGroup);
-  switch (wtype) {
-    case DType::Q4_0: return launch_dequantize<Q4_0Block>(w, num_chunks, out, stream);
-    case DType::Q4_1: return launch_dequantize<Q4_1Block>(w, num_chunks, out, stream);
-    case DType::Q5_0: return launch_dequantize<Q5_0Block>(w, num_chunks, out, stream);
-    case DType::Q5_1: return launch_dequantize<Q5_1Block>(w, num_chunks, out, stream);
-    case DType::Q8_0: return launch_dequantize<Q8_0Block>(w, num_chunks, out, stream);
-    case DType::IQ4_NL: return launch_dequantize<IQ4_NLBlock>(w, num_chunks, out, stream);
-    case DType::Q2_K: return launch_dequantize<Q2_KBlock>(w, num_chunks, out, stream);
-    case DType::Q3_K: return launch_dequantize<Q3_KBlock>(w, num_chunks, out, stream);
-    case DType::Q4_K: return launch_dequantize<Q4_KBlock>(w, num_chunks, out, stream);
-    case DType::Q5_K: return launch_dequantize<Q5_KBlock>(w, num_chunks, out, stream);
-    case DType::Q6_K: return launch_dequantize<Q6_KBlock>(w, num_chunks, out, stream);
-    case DType::Q8_K: return launch_dequantize<Q8_KBlock>(w, num_chunks, out, stream);
-    case DType::IQ4_XS: return launch_dequantize<IQ4_XSBlock>(w, num_chunks, out, stream);
-    default: throw std::logic_error("expand_weights: not a quantized type");
+  if (!with_decoder(wtype, DequantizeLauncher{w, num_chunks, out, stream})) {
+    throw std::logic_error("expand_weights: not a quantized type");
   }
 }
 

@@ -22,8 +22,9 @@ namespace flashserve::kernels::cuda {
 
 constexpr int kChunk = 32;  // weights one decode call produces
 
-// Elements and bytes of one storage block; {0, 0} for a type the CUDA kernels do not take. Kept here
-// (not row_bytes() from the CPU library) so the CUDA kernels carry their own copy of the layouts.
+// Elements and bytes of one storage block; {0, 0} for a type the CUDA kernels do not take. Made
+// from kernels/dtype.h's list of block types (not row_bytes() from the CPU library), so the CUDA
+// kernels carry their own copy of the layouts.
 struct BlockLayout {
   int64_t elems, bytes;
 };
@@ -33,22 +34,19 @@ constexpr BlockLayout block_layout(DType t) {
     case DType::F32: return {1, 4};
     case DType::F16:
     case DType::BF16: return {1, 2};
-    case DType::Q4_0: return {kQuantBlock, sizeof(BlockQ4_0)};
-    case DType::Q4_1: return {kQuantBlock, sizeof(BlockQ4_1)};
-    case DType::Q5_0: return {kQuantBlock, sizeof(BlockQ5_0)};
-    case DType::Q5_1: return {kQuantBlock, sizeof(BlockQ5_1)};
-    case DType::Q8_0: return {kQuantBlock, sizeof(BlockQ8_0)};
-    case DType::IQ4_NL: return {kQuantBlock, sizeof(BlockIQ4_NL)};
-    case DType::Q2_K: return {kSuperBlock, sizeof(BlockQ2_K)};
-    case DType::Q3_K: return {kSuperBlock, sizeof(BlockQ3_K)};
-    case DType::Q4_K: return {kSuperBlock, sizeof(BlockQ4_K)};
-    case DType::Q5_K: return {kSuperBlock, sizeof(BlockQ5_K)};
-    case DType::Q6_K: return {kSuperBlock, sizeof(BlockQ6_K)};
-    case DType::Q8_K: return {kSuperBlock, sizeof(BlockQ8_K)};
-    case DType::IQ4_XS: return {kSuperBlock, sizeof(BlockIQ4_XS)};
+#define FLASHSERVE_BLOCK_LAYOUT(type, block, elems) \
+  case DType::type: return {elems, sizeof(block)};
+    FLASHSERVE_BLOCK_TYPES(FLASHSERVE_BLOCK_LAYOUT)
+#undef FLASHSERVE_BLOCK_LAYOUT
   }
   return {0, 0};
 }
+
+// The device decoder of each quantized type, by its host block struct (kernels/dtype.h): a
+// specialization below for every type of FLASHSERVE_BLOCK_TYPES. Kernels take it as a template
+// parameter and with_decoder picks it for a DType, so no CUDA file lists the types.
+template <class Block>
+struct Decoder;
 
 // ---- loads ----
 
@@ -81,7 +79,8 @@ __device__ __forceinline__ int bit5(uint32_t qh, int e) { return int((qh >> e) &
 // In the byte-pair loops below, the 16-bit word j of 16 nibble bytes holds elements 2j (bits 0-3),
 // 2j + 16 (4-7), 2j + 1 (8-11) and 2j + 17 (12-15).
 
-struct Q4_0Block {
+template <>
+struct Decoder<BlockQ4_0> {
   static constexpr int kElems = 32, kBytes = 18;
   __device__ static void decode(const char* p, int /*chunk*/, float (&w)[kChunk]) {
     const float d = half_value(load_u16(p));
@@ -96,7 +95,8 @@ struct Q4_0Block {
   }
 };
 
-struct Q4_1Block {
+template <>
+struct Decoder<BlockQ4_1> {
   static constexpr int kElems = 32, kBytes = 20;
   __device__ static void decode(const char* p, int /*chunk*/, float (&w)[kChunk]) {
     const float d = half_value(load_u16(p));
@@ -113,7 +113,8 @@ struct Q4_1Block {
 };
 
 // d, qh (u32), 16 nibble bytes. x = d * (q - 16).
-struct Q5_0Block {
+template <>
+struct Decoder<BlockQ5_0> {
   static constexpr int kElems = 32, kBytes = 22;
   __device__ static void decode(const char* p, int /*chunk*/, float (&w)[kChunk]) {
     const float d = half_value(load_u16(p));
@@ -130,7 +131,8 @@ struct Q5_0Block {
 };
 
 // d, m, qh (u32), 16 nibble bytes. x = d * q + m.
-struct Q5_1Block {
+template <>
+struct Decoder<BlockQ5_1> {
   static constexpr int kElems = 32, kBytes = 24;
   __device__ static void decode(const char* p, int /*chunk*/, float (&w)[kChunk]) {
     const float d = half_value(load_u16(p));
@@ -147,7 +149,8 @@ struct Q5_1Block {
   }
 };
 
-struct Q8_0Block {
+template <>
+struct Decoder<BlockQ8_0> {
   static constexpr int kElems = 32, kBytes = 34;
   __device__ static void decode(const char* p, int /*chunk*/, float (&w)[kChunk]) {
     const float d = half_value(load_u16(p));
@@ -173,7 +176,8 @@ __device__ __forceinline__ void decode_iq4(const char* qs, float d, float (&w)[k
 }
 
 // d, 16 nibble bytes. x = d * kIQ4Values[q].
-struct IQ4_NLBlock {
+template <>
+struct Decoder<BlockIQ4_NL> {
   static constexpr int kElems = 32, kBytes = 18;
   __device__ static void decode(const char* p, int /*chunk*/, float (&w)[kChunk]) {
     decode_iq4(p + 2, half_value(load_u16(p)), w);
@@ -183,7 +187,8 @@ struct IQ4_NLBlock {
 // ---- 256-element super-blocks, chunk c = 0..7 (layouts in kernels/dtype.h) ----
 
 // scales[16] @0, qs[64] @16, d @80, dmin @82. Sub-block i = 2c + l / 16: x = (d s_i) q - dmin m_i.
-struct Q2_KBlock {
+template <>
+struct Decoder<BlockQ2_K> {
   static constexpr int kElems = 256, kBytes = 84;
   __device__ static void decode(const char* p, int c, float (&w)[kChunk]) {
     const float d = half_value(load_u16(p + 80)), dmin = half_value(load_u16(p + 82));
@@ -206,7 +211,8 @@ struct Q2_KBlock {
 
 // hmask[32] @0, qs[64] @32, scales[12] @96, d @108. x = (d (s_i - 32)) q, q = low 2 bits minus 4
 // where bit c of hmask[l] is clear.
-struct Q3_KBlock {
+template <>
+struct Decoder<BlockQ3_K> {
   static constexpr int kElems = 256, kBytes = 110;
   __device__ static void decode(const char* p, int c, float (&w)[kChunk]) {
     const float d = half_value(load_u16(p + 108));
@@ -248,7 +254,8 @@ __device__ __forceinline__ void k_affine(const char* s, int c, float d, float dm
 }
 
 // d @0, dmin @2, scales[12] @4, qs[128] @16. x = (d s) q - dmin m.
-struct Q4_KBlock {
+template <>
+struct Decoder<BlockQ4_K> {
   static constexpr int kElems = 256, kBytes = 144;
   __device__ static void decode(const char* p, int c, float (&w)[kChunk]) {
     float scale, offset;
@@ -265,7 +272,8 @@ struct Q4_KBlock {
 };
 
 // d @0, dmin @2, scales[12] @4, qh[32] @16, qs[128] @48. As Q4_K, bit c of qh[l] the fifth bit.
-struct Q5_KBlock {
+template <>
+struct Decoder<BlockQ5_K> {
   static constexpr int kElems = 256, kBytes = 176;
   __device__ static void decode(const char* p, int c, float (&w)[kChunk]) {
     float scale, offset;
@@ -284,7 +292,8 @@ struct Q5_KBlock {
 };
 
 // ql[128] @0, qh[64] @128, int8 scales[16] @192, d @208. x = (d s_i) (q - 32): one rounding.
-struct Q6_KBlock {
+template <>
+struct Decoder<BlockQ6_K> {
   static constexpr int kElems = 256, kBytes = 210;
   __device__ static void decode(const char* p, int c, float (&w)[kChunk]) {
     const float d = half_value(load_u16(p + 208));
@@ -309,7 +318,8 @@ struct Q6_KBlock {
 };
 
 // f32 d @0, int8 qs[256] @4, bsums (unused). x = d q: one rounding.
-struct Q8_KBlock {
+template <>
+struct Decoder<BlockQ8_K> {
   static constexpr int kElems = 256, kBytes = 292;
   __device__ static void decode(const char* p, int c, float (&w)[kChunk]) {
     const float d = __uint_as_float(load_u32(p));
@@ -325,7 +335,8 @@ struct Q8_KBlock {
 
 // d @0, scales_h (u16) @2, scales_l[4] @4, qs[128] @8; chunk c is IQ4_NL's nibble block at qs + 16 c
 // scaled by d (s_c - 32).
-struct IQ4_XSBlock {
+template <>
+struct Decoder<BlockIQ4_XS> {
   static constexpr int kElems = 256, kBytes = 136;
   __device__ static void decode(const char* p, int c, float (&w)[kChunk]) {
     const uint32_t lo = (load_u8(p + 4 + c / 2) >> (4 * (c % 2))) & 0x0f;
@@ -334,13 +345,28 @@ struct IQ4_XSBlock {
   }
 };
 
-static_assert(Q4_0Block::kBytes == sizeof(BlockQ4_0) && Q4_1Block::kBytes == sizeof(BlockQ4_1) &&
-              Q5_0Block::kBytes == sizeof(BlockQ5_0) && Q5_1Block::kBytes == sizeof(BlockQ5_1) &&
-              Q8_0Block::kBytes == sizeof(BlockQ8_0) && IQ4_NLBlock::kBytes == sizeof(BlockIQ4_NL));
-static_assert(Q2_KBlock::kBytes == sizeof(BlockQ2_K) && Q3_KBlock::kBytes == sizeof(BlockQ3_K) &&
-              Q4_KBlock::kBytes == sizeof(BlockQ4_K) && Q5_KBlock::kBytes == sizeof(BlockQ5_K) &&
-              Q6_KBlock::kBytes == sizeof(BlockQ6_K) && Q8_KBlock::kBytes == sizeof(BlockQ8_K) &&
-              IQ4_XSBlock::kBytes == sizeof(BlockIQ4_XS));
+static_assert(Decoder<BlockQ4_0>::kBytes == sizeof(BlockQ4_0) && Decoder<BlockQ4_1>::kBytes == sizeof(BlockQ4_1) &&
+              Decoder<BlockQ5_0>::kBytes == sizeof(BlockQ5_0) && Decoder<BlockQ5_1>::kBytes == sizeof(BlockQ5_1) &&
+              Decoder<BlockQ8_0>::kBytes == sizeof(BlockQ8_0) && Decoder<BlockIQ4_NL>::kBytes == sizeof(BlockIQ4_NL));
+static_assert(Decoder<BlockQ2_K>::kBytes == sizeof(BlockQ2_K) && Decoder<BlockQ3_K>::kBytes == sizeof(BlockQ3_K) &&
+              Decoder<BlockQ4_K>::kBytes == sizeof(BlockQ4_K) && Decoder<BlockQ5_K>::kBytes == sizeof(BlockQ5_K) &&
+              Decoder<BlockQ6_K>::kBytes == sizeof(BlockQ6_K) && Decoder<BlockQ8_K>::kBytes == sizeof(BlockQ8_K) &&
+              Decoder<BlockIQ4_XS>::kBytes == sizeof(BlockIQ4_XS));
+
+// f.template operator()<Decoder<Block>>() for t's block struct; false (f not called) for a float
+// type. A functor, not a lambda: the .cu files are C++17, which has no template lambdas.
+template <class F>
+struct WithDecoder {
+  F& f;
+  template <class Block, int64_t kElems>
+  void operator()() {
+    f.template operator()<Decoder<Block>>();
+  }
+};
+template <class F>
+bool with_decoder(DType t, F&& f) {
+  return with_block(t, WithDecoder<F>{f});
+}
 
 // Weights 32 g .. 32 g + 31 of a run of whole blocks starting at base (a row, or rows back to back).
 template <class D>
