@@ -236,17 +236,22 @@ TEST(SlidingWindowGroups, MistralStyleLlamaMatchesReference) {
   expect_prefill_matches_reference(*m, random_tokens(37, 8));
 }
 
-TEST(ModelLoad, UnsupportedArchitectureIsNamed) {
-  test::TinyModelSpec spec;
-  spec.arch = "gemma2";
-  const std::string path = test::temp_model_path("gemma2");
+// Loading spec's file (written at a fresh path from stem) fails with a GgufError holding fragment.
+void expect_load_error(const test::TinyModelSpec& spec, const std::string& stem, const std::string& fragment) {
+  const std::string path = test::temp_model_path(stem);
   test::write_tiny_model(path, spec);
   try {
     Model::load(path);
-    FAIL() << "loaded an architecture we do not run";
+    ADD_FAILURE() << "loaded " << stem << " (" << spec.arch << ")";
   } catch (const GgufError& e) {
-    EXPECT_NE(std::string(e.what()).find("unsupported architecture 'gemma2'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
   }
+}
+
+TEST(ModelLoad, UnsupportedArchitectureIsNamed) {
+  test::TinyModelSpec spec;
+  spec.arch = "gemma2";
+  expect_load_error(spec, "gemma2", "unsupported architecture 'gemma2'");
 }
 
 struct MoeCase {
@@ -416,14 +421,7 @@ TEST_P(ForwardInvariance, MalformedBatchesAreRejected) {
 TEST(ModelLoad, MissingTensorIsNamed) {
   test::TinyModelSpec spec;
   spec.omit_tensor = "blk.1.ffn_up.weight";
-  const std::string path = test::temp_model_path("missing");
-  test::write_tiny_model(path, spec);
-  try {
-    Model::load(path);
-    FAIL() << "loaded a model without " << spec.omit_tensor;
-  } catch (const GgufError& e) {
-    EXPECT_NE(std::string(e.what()).find("blk.1.ffn_up.weight"), std::string::npos) << e.what();
-  }
+  expect_load_error(spec, "missing", "blk.1.ffn_up.weight");
 }
 
 TEST(ModelLoad, MissingExpertTensorIsNamed) {
@@ -431,14 +429,7 @@ TEST(ModelLoad, MissingExpertTensorIsNamed) {
   spec.num_experts = 4;
   spec.experts_used = 2;
   spec.omit_tensor = "blk.1.ffn_down_exps.weight";
-  const std::string path = test::temp_model_path("missing_experts");
-  test::write_tiny_model(path, spec);
-  try {
-    Model::load(path);
-    FAIL() << "loaded a model without " << spec.omit_tensor;
-  } catch (const GgufError& e) {
-    EXPECT_NE(std::string(e.what()).find("blk.1.ffn_down_exps.weight"), std::string::npos) << e.what();
-  }
+  expect_load_error(spec, "missing_experts", "blk.1.ffn_down_exps.weight");
 }
 
 // A family's tensors come with it: a Llama file carrying Qwen3's per-head norms is refused by
@@ -446,30 +437,14 @@ TEST(ModelLoad, MissingExpertTensorIsNamed) {
 TEST(ModelLoad, TensorOutsideTheFamilyIsRefused) {
   test::TinyModelSpec spec;
   spec.extra_tensor = "attn_q_norm.weight";
-  const std::string path = test::temp_model_path("extra");
-  test::write_tiny_model(path, spec);
-  try {
-    Model::load(path);
-    FAIL() << "loaded a llama file with " << spec.extra_tensor;
-  } catch (const GgufError& e) {
-    EXPECT_NE(std::string(e.what()).find("tensor 'blk.0.attn_q_norm.weight' is not part of the llama architecture"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_load_error(spec, "extra", "tensor 'blk.0.attn_q_norm.weight' is not part of the llama architecture");
 }
 
 TEST(ModelLoad, MissingFamilyTensorIsNamed) {
   test::TinyModelSpec spec;
   spec.arch = "qwen3";
   spec.omit_tensor = "blk.1.attn_k_norm.weight";
-  const std::string path = test::temp_model_path("missing_norm");
-  test::write_tiny_model(path, spec);
-  try {
-    Model::load(path);
-    FAIL() << "loaded a qwen3 file without " << spec.omit_tensor;
-  } catch (const GgufError& e) {
-    EXPECT_NE(std::string(e.what()).find("missing tensor 'blk.1.attn_k_norm.weight'"), std::string::npos) << e.what();
-  }
+  expect_load_error(spec, "missing_norm", "missing tensor 'blk.1.attn_k_norm.weight'");
 }
 
 TEST(ModelLoad, TruncatedFileIsRejectedWithMessage) {

@@ -284,6 +284,19 @@ TEST_F(CudaRunner, RejectsUnsupportedHeadDim) {
   }
 }
 
+// A 40-token prefill (every row's logits) and one decode step on the GPU, each against the CPU.
+void expect_prefill_and_decode_match_cpu(const Model& model, uint32_t seed) {
+  const auto gpu = small_gpu(model, true);
+  const auto cpu = test::cpu_runner(model, gpu->num_kv_blocks());
+  const auto tokens = random_tokens(40, seed, model.config().vocab_size);
+  const ForwardBatch prefill{{{0, tokens, table_for(0, 4, gpu->num_kv_blocks()), LogitRows::All}}};
+  const ForwardOutput c = cpu->forward(prefill), g = gpu->forward(prefill);
+  EXPECT_LE(max_diff(c, g), kTinyTolerance * std::max(1.0, max_abs(c))) << "prefill";
+  const ForwardBatch decode{{{40, {7}, table_for(0, 4, gpu->num_kv_blocks()), LogitRows::Last}}};
+  const ForwardOutput cd = cpu->forward(decode), gd = gpu->forward(decode);
+  EXPECT_LE(max_diff(cd, gd), kTinyTolerance * std::max(1.0, max_abs(cd))) << "decode";
+}
+
 // The one layer sequence runs a mixture of experts on the GPU too (steps are not recorded: the
 // expert grouping is read back mid-step).
 TEST_F(CudaRunner, MixtureOfExpertsMatchesCpu) {
@@ -293,16 +306,7 @@ TEST_F(CudaRunner, MixtureOfExpertsMatchesCpu) {
   spec.num_kv_heads = 2;
   spec.num_experts = 4;
   spec.experts_used = 2;
-  const auto model = test::load_tiny_model(spec, "tiny_moe");
-  const auto gpu = small_gpu(*model, true);
-  const auto cpu = test::cpu_runner(*model, gpu->num_kv_blocks());
-  const auto tokens = random_tokens(40, 9, model->config().vocab_size);
-  const ForwardBatch prefill{{{0, tokens, table_for(0, 4, gpu->num_kv_blocks()), LogitRows::All}}};
-  const ForwardOutput c = cpu->forward(prefill), g = gpu->forward(prefill);
-  EXPECT_LE(max_diff(c, g), kTinyTolerance * std::max(1.0, max_abs(c)));
-  const ForwardBatch decode{{{40, {7}, table_for(0, 4, gpu->num_kv_blocks()), LogitRows::Last}}};
-  const ForwardOutput cd = cpu->forward(decode), gd = gpu->forward(decode);
-  EXPECT_LE(max_diff(cd, gd), kTinyTolerance * std::max(1.0, max_abs(cd)));
+  expect_prefill_and_decode_match_cpu(*test::load_tiny_model(spec, "tiny_moe"), 9);
 }
 
 // Gemma 3 on the GPU: head dim 256, GeGLU, pre- and post-norms, per-head Q/K norms, a scaled
@@ -342,16 +346,7 @@ TEST_F(CudaRunner, GraniteMatchesCpu) {
   spec.arch = "granite";
   spec.dim = 128;
   spec.num_heads = 2;  // head_dim 64
-  const auto model = test::load_tiny_model(spec, "tiny_granite");
-  const auto gpu = small_gpu(*model, true);
-  const auto cpu = test::cpu_runner(*model, gpu->num_kv_blocks());
-  const auto tokens = random_tokens(40, 23, model->config().vocab_size);
-  const ForwardBatch prefill{{{0, tokens, table_for(0, 4, gpu->num_kv_blocks()), LogitRows::All}}};
-  const ForwardOutput c = cpu->forward(prefill), g = gpu->forward(prefill);
-  EXPECT_LE(max_diff(c, g), kTinyTolerance * std::max(1.0, max_abs(c)));
-  const ForwardBatch decode{{{40, {7}, table_for(0, 4, gpu->num_kv_blocks()), LogitRows::Last}}};
-  const ForwardOutput cd = cpu->forward(decode), gd = gpu->forward(decode);
-  EXPECT_LE(max_diff(cd, gd), kTinyTolerance * std::max(1.0, max_abs(cd)));
+  expect_prefill_and_decode_match_cpu(*test::load_tiny_model(spec, "tiny_granite"), 23);
 }
 
 // Greedy sampling on the GPU picks the CPU's token wherever the CPU's choice is decisive.
