@@ -8,8 +8,9 @@
    project header either includes; no file may reach itself. A loop means two files that cannot
    be read, built or replaced apart.
 Exits 1 naming each breach. KNOWN_LOOPS are the loops still standing in model/, each a private
-header or a callback between two halves of one component; they go with issue 31's model-family
-step, and the check fails once one is gone and still listed, so the list only shrinks.
+header or a callback between two halves of one component (the model-family step of issue 31 left
+them: none crosses a family); the check fails once one is gone and still listed, so the list only
+shrinks.
 """
 import re
 import sys
