@@ -96,7 +96,7 @@ class NoModelRunner : public ModelRunner {
   int32_t block_size() const override { return kBlockSize; }
   ForwardOutput forward(const ForwardBatch& batch) override {
     ForwardOutput out;
-    const FlatBatch flat = flatten(batch, cfg_, kBlockSize, num_blocks_, {0}, out);
+    const FlatBatch flat = flatten(batch, kept_, cfg_, kBlockSize, num_blocks_, {0}, out);
     benchmark::DoNotOptimize(flat.slot_mapping.data());
     out.sampled.resize(batch.seqs.size());
     for (size_t i = 0; i < batch.seqs.size(); ++i) {
@@ -109,6 +109,7 @@ class NoModelRunner : public ModelRunner {
   static constexpr int32_t kBlockSize = 16;
   ModelConfig cfg_;
   int32_t num_blocks_;
+  KeptTables kept_;
 };
 
 void BM_StepOverhead(benchmark::State& state) {

@@ -36,17 +36,23 @@ struct SampledToken {
 struct SequenceInput {
   int32_t num_computed_tokens = 0;  // tokens of this sequence already in the KV cache
   std::vector<int32_t> token_ids;   // new tokens; at positions num_computed_tokens, +1, ...
-  // Per KV group (model/kv_groups.h; one for most models): the blocks for positions 0 ..
-  // num_computed_tokens + new - 1. A sliding-window group's blocks that no new token can see may
-  // be -1 (returned to the pool).
+  // Per KV group (model/kv_groups.h; one for most models), the blocks for positions 0 ..
+  // num_computed_tokens + new - 1: all of them, or with a kept_id the runner already holds, only
+  // those to append to its copy (no groups at all: nothing to append). A sliding-window group's
+  // blocks that no new token can see may be -1 (returned to the pool).
   std::vector<std::vector<int32_t>> block_tables;
   LogitRows logits = LogitRows::Last;
   int32_t sample = -1;  // index into ForwardBatch::samples (with LogitRows::Last only), or -1
+  // -1: the runner forgets the tables after this step. Else the runner keeps them under this id
+  // across steps (the engine's running sequences), so a step carries only the blocks added since
+  // the last, until ForwardBatch::released names the id.
+  int64_t kept_id = -1;
 };
 
 struct ForwardBatch {
   std::vector<SequenceInput> seqs;
   std::vector<SamplingStep> samples{};  // what SequenceInput::sample points at
+  std::vector<int64_t> released{};      // kept ids to drop before this step (unknown ones are ignored)
 };
 
 struct ForwardOutput {

@@ -309,8 +309,8 @@ static void check_sampling(const ForwardBatch& batch) {
 ForwardOutput LlamaRunner::forward(const ForwardBatch& batch) {
   State& s = *s_;
   ForwardOutput out;
+  const FlatBatch fb = flatten(batch, s.kept, s.cfg, s.opt.block_size, s.num_blocks, s.groups.windows, out);
   check_sampling(batch);
-  const FlatBatch fb = flatten(batch, s.cfg, s.opt.block_size, s.num_blocks, s.groups.windows, out);
   const int32_t tokens = int32_t(fb.token_ids.size()), seqs = int32_t(fb.seqs.size());
   const int32_t rows = int32_t(fb.logit_rows.size());
   const bool decode = tokens == seqs;

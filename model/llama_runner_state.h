@@ -108,6 +108,7 @@ struct LlamaRunner::State {
 
   int32_t num_blocks = 0;
   std::vector<kernels::Buffer> k_cache, v_cache;  // [place in a KV group]: a block holds one row of each
+  KeptTables kept;  // the running sequences' block tables, on the host
 
   kernels::Buffer sampling_rows, sampling_adjusts, sampling_masks, sampled_tokens;  // grown as batches need
   std::vector<kernels::SamplingRow> host_rows;

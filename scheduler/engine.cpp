@@ -22,15 +22,18 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Sequences that sample this step send their sampler's step along: the runner returns tokens.
-ForwardBatch build_batch(const SchedulerOutput& out) {
+// Sequences that sample this step send their sampler's step along: the runner returns tokens. The
+// runner keeps each sequence's block tables, so only what they gained travels.
+ForwardBatch build_batch(SchedulerOutput& out) {
   ForwardBatch batch;
   batch.seqs.reserve(out.scheduled.size());
-  for (const ScheduledRequest& s : out.scheduled) {
+  batch.released = std::move(out.released_copies);
+  for (ScheduledRequest& s : out.scheduled) {
     Request& r = *s.req;
     const auto first = r.token_ids.begin() + r.num_computed_tokens;
     batch.seqs.push_back({r.num_computed_tokens, std::vector<int32_t>(first, first + s.num_scheduled_tokens),
-                          r.kv.block_tables, s.samples ? LogitRows::Last : LogitRows::None});
+                          std::move(s.tables.new_blocks), s.samples ? LogitRows::Last : LogitRows::None, -1,
+                          s.tables.copy_id});
     if (s.samples) {
       batch.seqs.back().sample = int32_t(batch.samples.size());
       batch.samples.push_back(r.sampler.step());
@@ -92,13 +95,10 @@ std::optional<RequestError> Engine::submit(std::vector<Submission> batch) {
   if (auto error = check_backlog(n, deadline)) return error;
   num_not_started_ += n;
   for (Submission& s : batch) {
-    GenerateRequest& g = s.req;
-    g.params.end_ids = end_ids_;
+    s.req.params.end_ids = end_ids_;
     const uint64_t seed = mix(seed_base_ + num_submitted_++);
-    auto req = std::make_unique<Request>(std::move(g.req_id), std::move(g.prompt_ids), std::move(g.params), seed,
-                                         g.arrival, g.priority);
-    req->deadline = g.deadline;
-    if (cfg_.max_queue_time > Clock::duration::zero()) req->start_deadline = g.arrival + cfg_.max_queue_time;
+    auto req = std::make_unique<Request>(std::move(s.req), seed);
+    if (cfg_.max_queue_time > Clock::duration::zero()) req->start_deadline = req->timings.arrival + cfg_.max_queue_time;
     inbox_.push_back({std::move(req), std::move(s.on_output)});
   }
   wake_.notify_one();
@@ -173,7 +173,7 @@ bool Engine::step() {
   drain_inbox();
   const auto t0 = Clock::now();
   const bool backlog = scheduler_.num_waiting() > 0;
-  const SchedulerOutput out = scheduler_.schedule(budget_.next(scheduler_.num_decoding()));
+  SchedulerOutput out = scheduler_.schedule(budget_.next(scheduler_.num_decoding()));
   if (out.empty()) {
     publish_stats(false);
     return false;
@@ -238,7 +238,7 @@ void Engine::report_dropped(const SchedulerOutput& out) {
   for (Request* r : out.dropped) emit(*r, {});
 }
 
-void Engine::run_batch(const SchedulerOutput& out) {
+void Engine::run_batch(SchedulerOutput& out) {
   ForwardOutput logits;
   const ForwardBatch batch = build_batch(out);
   try {

@@ -37,15 +37,6 @@ struct EngineConfig {
   double max_step_decode_ratio = 0;
 };
 
-struct GenerateRequest {
-  std::string req_id;            // unique among live requests
-  std::vector<int32_t> prompt_ids;
-  SamplingParams params;
-  int32_t priority = 0;          // lower is served first (with priority scheduling)
-  Clock::time_point arrival = Clock::now();
-  Clock::time_point deadline = Clock::time_point::max();  // the client's; dropped once it passes
-};
-
 // One request's progress in one step; the last one has `finish` set. The engine reports tokens;
 // `text` is filled by the OutputProcessor, off the engine thread.
 struct RequestOutput {
@@ -122,7 +113,8 @@ class Engine {
   void loop();
   void drain_inbox();
   void report_dropped(const SchedulerOutput& out);
-  void run_batch(const SchedulerOutput& out);
+  // Moves the block-table deltas out of `out` into the runner's batch.
+  void run_batch(SchedulerOutput& out);
   void emit(const Request& r, RequestOutput out);
   void publish_stats(bool stepped);
 

@@ -5,9 +5,11 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <random>
 #include <stdexcept>
+#include <utility>
 
 namespace flashserve {
 
@@ -210,6 +212,33 @@ void KvCacheManager::free(KvSequence& seq) {
   seq.block_tables.clear();
   seq.block_hashes.clear();
   seq.num_cached_tokens = 0;
+  if (seq.copy_id >= 0) released_copies_.push_back(seq.copy_id);
+  seq.copy_id = -1;
+  seq.num_copied.clear();
 }
+
+// Unique in the process, not per manager: a runner that outlives one engine and serves the next
+// (tests, tools) must never take a new sequence for an old one it still holds.
+static std::atomic<int64_t> next_copy_id{0};
+
+TableDelta KvCacheManager::take_table_delta(KvSequence& seq) {
+  if (seq.copy_id < 0) {
+    seq.copy_id = next_copy_id++;
+    seq.num_copied.assign(seq.block_tables.size(), 0);
+  }
+  TableDelta delta{seq.copy_id, {}};
+  bool grown = false;
+  for (size_t g = 0; g < seq.block_tables.size(); ++g) grown |= seq.block_tables[g].size() > size_t(seq.num_copied[g]);
+  if (!grown) return delta;  // most decode steps: nothing to allocate
+  delta.new_blocks.resize(seq.block_tables.size());
+  for (size_t g = 0; g < seq.block_tables.size(); ++g) {
+    const std::vector<int32_t>& table = seq.block_tables[g];
+    delta.new_blocks[g].assign(table.begin() + seq.num_copied[g], table.end());
+    seq.num_copied[g] = int32_t(table.size());
+  }
+  return delta;
+}
+
+std::vector<int64_t> KvCacheManager::take_released_copies() { return std::exchange(released_copies_, {}); }
 
 }  // namespace flashserve

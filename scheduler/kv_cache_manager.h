@@ -17,6 +17,17 @@ struct KvSequence {
   std::vector<std::vector<int32_t>> block_tables;
   std::vector<BlockHash> block_hashes;  // chained hashes of its full blocks registered so far
   int32_t num_cached_tokens = 0;        // tokens found in the prefix cache when it was admitted
+  // The runner's copy of the tables (take_table_delta): its id, -1 before the first delta and
+  // after free(); and per group how many entries it holds.
+  int64_t copy_id = -1;
+  std::vector<int32_t> num_copied;
+};
+
+// What a runner's copy of a sequence's tables lacks: per group, the entries to append; no groups
+// at all when none gained any.
+struct TableDelta {
+  int64_t copy_id;
+  std::vector<std::vector<int32_t>> new_blocks;
 };
 
 struct PrefixCacheStats {
@@ -66,6 +77,14 @@ class KvCacheManager {
   // clears it.
   void free(KvSequence& seq);
 
+  // A runner keeps its own copy of each running sequence's tables, so a step carries only what
+  // changed. The entries added to seq's tables since its last delta: all of them under a fresh
+  // copy id the first time and after each free(). Entries a sliding window has since returned
+  // (-1 here) stay as they were in the copy: no query reads them again.
+  TableDelta take_table_delta(KvSequence& seq);
+  // Ids of copies whose sequence has been freed since the last call: the runner drops them.
+  std::vector<int64_t> take_released_copies();
+
  private:
   BlockHash hash_block(BlockHash parent, const int32_t* tokens);
   // Index of the first block a query at `position` can see in `group`.
@@ -80,6 +99,7 @@ class KvCacheManager {
   PrefixCacheStats stats_;
   std::vector<uint8_t> hash_secret_;  // drawn per cache (see the .cpp)
   std::vector<uint8_t> hash_input_;   // parent hash + one block of tokens
+  std::vector<int64_t> released_copies_;
 };
 
 }  // namespace flashserve

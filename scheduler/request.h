@@ -45,9 +45,21 @@ struct RequestTimings {
   Clock::time_point finished;
 };
 
+// One engine request as every front door builds it (an OpenAI choice, a gRPC call, the CLI's
+// prompt) and the engine queues it: the one request type from the API to the scheduler.
+struct GenerateRequest {
+  std::string req_id;  // unique among live requests (Serving names them)
+  std::vector<int32_t> prompt_ids;
+  SamplingParams params;
+  int32_t priority = 0;  // lower is served first (with priority scheduling)
+  Clock::time_point arrival = Clock::now();
+  Clock::time_point deadline = Clock::time_point::max();  // the client's; dropped once it passes
+};
+
+// The scheduler's state of one GenerateRequest.
 struct Request {
-  Request(std::string id, std::vector<int32_t> prompt, SamplingParams params, uint64_t fallback_seed,
-          Clock::time_point arrival, int32_t priority = 0);
+  // `fallback_seed` seeds its sampler when the parameters carry no seed.
+  Request(GenerateRequest g, uint64_t fallback_seed);
 
   std::string req_id;
   int64_t arrival_order = 0;       // set by the scheduler; ties in priority go FCFS

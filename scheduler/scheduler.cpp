@@ -26,15 +26,15 @@ std::string_view to_string(ErrorKind k) {
   return "unknown";
 }
 
-Request::Request(std::string id, std::vector<int32_t> prompt, SamplingParams p, uint64_t fallback_seed,
-                 Clock::time_point arrival, int32_t prio)
-    : req_id(std::move(id)),
-      priority(prio),
-      token_ids(std::move(prompt)),
+Request::Request(GenerateRequest g, uint64_t fallback_seed)
+    : req_id(std::move(g.req_id)),
+      priority(g.priority),
+      token_ids(std::move(g.prompt_ids)),
       num_prompt_tokens(int32_t(token_ids.size())),
-      params(std::move(p)),
-      sampler(params, token_ids, fallback_seed) {
-  timings.arrival = arrival;
+      params(std::move(g.params)),
+      sampler(params, token_ids, fallback_seed),
+      deadline(g.deadline) {
+  timings.arrival = g.arrival;
 }
 
 Scheduler::Scheduler(SchedulerConfig cfg, KvCacheManager& kv) : cfg_(cfg), kv_(kv) {}
@@ -90,13 +90,16 @@ SchedulerOutput Scheduler::schedule(int32_t token_budget) {
   // Admitting new work in a step that had to preempt would only preempt again.
   if (out.num_preempted == 0) schedule_waiting(out, budget);
   out.num_batched_tokens = token_budget - budget;
-  for (const ScheduledRequest& s : out.scheduled) {
+  for (ScheduledRequest& s : out.scheduled) {
     if (!s.req->scheduled_before) {
       s.req->timings.first_scheduled = now;
       ++out.num_started;
     }
     s.req->scheduled_before = true;
+    s.tables = kv_.take_table_delta(s.req->kv);
   }
+  // Kept until a step runs: only a step reaches the runner.
+  if (!out.scheduled.empty()) out.released_copies = kv_.take_released_copies();
   return out;
 }
 
@@ -151,7 +154,7 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
       if (self) return;
       fits = kv_.allocate(r.kv, r.num_computed_tokens + n, r.num_computed_tokens);
     }
-    out.scheduled.push_back({&r, n, r.num_computed_tokens + n == r.num_tokens()});
+    out.scheduled.push_back({&r, n, r.num_computed_tokens + n == r.num_tokens(), {}});
     budget -= n;
     ++i;
   }
@@ -188,7 +191,7 @@ void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget) {
     auto pos = std::upper_bound(running_.begin(), running_.end(), owned,
                                 [this](const auto& a, const auto& b) { return before(*a, *b); });
     running_.insert(pos, std::move(owned));
-    out.scheduled.push_back({&r, n, r.num_computed_tokens + n == r.num_tokens()});
+    out.scheduled.push_back({&r, n, r.num_computed_tokens + n == r.num_tokens(), {}});
     budget -= n;
   }
 }
@@ -204,22 +207,22 @@ void Scheduler::preempt(std::unique_ptr<Request> victim) {
 std::vector<RequestUpdate> Scheduler::update(const SchedulerOutput& output, const std::vector<SampledToken>& sampled) {
   std::vector<RequestUpdate> updates;
   updates.reserve(output.scheduled.size());
+  const auto now = Clock::now();
   for (size_t i = 0; i < output.scheduled.size(); ++i) {
     const ScheduledRequest& s = output.scheduled[i];
-    updates.push_back(advance(s, s.samples ? &sampled.at(i) : nullptr));
+    updates.push_back(advance(s, s.samples ? &sampled.at(i) : nullptr, now));
   }
   retire_finished();
   return updates;
 }
 
-RequestUpdate Scheduler::advance(const ScheduledRequest& s, const SampledToken* sampled) {
+RequestUpdate Scheduler::advance(const ScheduledRequest& s, const SampledToken* sampled, Clock::time_point now) {
   Request& r = *s.req;
   r.num_computed_tokens += s.num_scheduled_tokens;
   kv_.cache_full_blocks(r.kv, r.token_ids, r.num_computed_tokens);
   RequestUpdate u{&r, std::nullopt};
   if (!sampled) return u;
 
-  const auto now = Clock::now();
   if (r.num_output_tokens() == 0) r.timings.first_token = now;
   r.timings.last_token = now;
   r.token_ids.push_back(sampled->token);

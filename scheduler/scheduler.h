@@ -26,6 +26,7 @@ struct ScheduledRequest {
   Request* req;
   int32_t num_scheduled_tokens;  // tokens computed this step
   bool samples;                  // reaches the end of the known tokens: a new token is sampled
+  TableDelta tables;             // what the runner's copy of its block tables lacks
 };
 
 struct SchedulerOutput {
@@ -33,6 +34,9 @@ struct SchedulerOutput {
   // Ended by the scheduler this step without running (deadline passed, can never fit), each with
   // its error set; valid until the next schedule().
   std::vector<Request*> dropped;
+  // Block-table copies the runner drops before this step: their sequences were freed since the
+  // last step that ran (finished, aborted, dropped or preempted).
+  std::vector<int64_t> released_copies;
   int32_t num_batched_tokens = 0;
   int32_t num_preempted = 0;  // preemptions this step
   int32_t num_started = 0;    // requests scheduled for the first time this step
@@ -90,7 +94,7 @@ class Scheduler {
   void finish(Request& r, FinishReason reason);
   void retire_finished();
   std::optional<FinishReason> check_stop(const Request& r, int32_t token) const;
-  RequestUpdate advance(const ScheduledRequest& s, const SampledToken* sampled);
+  RequestUpdate advance(const ScheduledRequest& s, const SampledToken* sampled, Clock::time_point now);
 
   SchedulerConfig cfg_;
   KvCacheManager& kv_;

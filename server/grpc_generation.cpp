@@ -120,13 +120,12 @@ Status cancelled_status(const grpc::CallbackServerContext& ctx) {
 
 }  // namespace
 
-Status serving_request(const Serving& serving, const pb::GenerateRequest& req, const std::function<bool()>& cancelled,
-                       ServingRequest& out) {
-  std::vector<int32_t> ids;
-  if (Status s = prompt_ids(serving, req, ids); !s.ok()) return s;
-  out.prompt_ids.push_back(std::move(ids));
-  out.params.push_back(to_sampling_params(req));
-  return constrain(serving, req.constraint(), out.params.back(), cancelled);
+Status engine_request(const Serving& serving, const pb::GenerateRequest& req, const std::function<bool()>& cancelled,
+                      GenerateRequest& out) {
+  if (Status s = prompt_ids(serving, req, out.prompt_ids); !s.ok()) return s;
+  out.params = to_sampling_params(req);
+  out.priority = req.priority();
+  return constrain(serving, req.constraint(), out.params, cancelled);
 }
 
 namespace {
@@ -147,15 +146,16 @@ class GenerationCall : public std::enable_shared_from_this<Derived> {
     if (Status s = check_auth(*ctx_, key); !s.ok()) return s;
     if (Status s = parse(request, req_, "GenerateRequest"); !s.ok()) return s;
     const Clock::time_point arrival = Clock::now();
-    ServingRequest r;
+    GenerateRequest r;
     // A compile takes this gRPC thread; it ends early if the client leaves or the server stops.
     const auto cancelled = [ctx = ctx_, &serving = serving_] { return ctx->IsCancelled() || serving.draining(); };
-    if (Status s = serving_request(serving_, req_, cancelled, r); !s.ok()) return s;
+    if (Status s = engine_request(serving_, req_, cancelled, r); !s.ok()) return s;
     r.arrival = arrival;
     r.deadline = engine_deadline(*ctx_);
-    r.priority = req_.priority();
     std::weak_ptr<Derived> weak = this->weak_from_this();
-    SubmitResult submitted = serving_.submit(std::move(r), [weak] {
+    std::vector<GenerateRequest> one;
+    one.push_back(std::move(r));
+    SubmitResult submitted = serving_.submit(std::move(one), [weak] {
       if (auto call = weak.lock()) call->on_events();
     });
     if (submitted.error) return to_status(*submitted.error);

@@ -31,8 +31,8 @@ std::string_view rejection_reason(const grpc::Status& s);
 // The request as the engine takes it (one prompt, its parameters, its constraint compiled), or
 // INVALID_ARGUMENT / OUT_OF_RANGE saying what is wrong. The compile stops early once `cancelled`
 // says so (UNAVAILABLE). Parameter values are left for the engine's checks at submit.
-grpc::Status serving_request(const Serving& serving, const pb::GenerateRequest& req,
-                             const std::function<bool()>& cancelled, ServingRequest& out);
+grpc::Status engine_request(const Serving& serving, const pb::GenerateRequest& req,
+                            const std::function<bool()>& cancelled, GenerateRequest& out);
 
 grpc::ServerUnaryReactor* start_generate(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                          grpc::ByteBuffer* response, Serving& serving, const ApiKey& key);

@@ -6,9 +6,9 @@ namespace flashserve {
 
 ChoiceStreams::ChoiceStreams(Serving& serving, const GenerationRequest& request, const ExchangeInfo& exchange)
     : serving_(serving) {
-  ServingRequest r = serving_request(request, serving.max_model_len());
-  r.arrival = exchange.arrival;
-  SubmitResult submitted = serving.submit(std::move(r), exchange.wake);
+  std::vector<GenerateRequest> choices = engine_requests(request, serving.max_model_len());
+  for (GenerateRequest& g : choices) g.arrival = exchange.arrival;
+  SubmitResult submitted = serving.submit(std::move(choices), exchange.wake);
   if (submitted.error) throw api_error(*submitted.error);
   streams_ = std::move(submitted.streams);
   finished_.assign(streams_.size(), false);

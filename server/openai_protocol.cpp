@@ -508,14 +508,15 @@ SamplingParams params_for(const GenerationRequest& r, int32_t choice, int32_t ma
   return p;
 }
 
-ServingRequest serving_request(const GenerationRequest& r, int32_t max_model_len) {
-  ServingRequest s;
+std::vector<GenerateRequest> engine_requests(const GenerationRequest& r, int32_t max_model_len) {
+  std::vector<GenerateRequest> choices;
   for (int32_t c = 0; c < r.num_choices(); ++c) {
-    s.prompt_ids.push_back(r.prompts[size_t(c / r.n)]);
-    s.params.push_back(params_for(r, c, max_model_len));
+    GenerateRequest& g = choices.emplace_back();
+    g.prompt_ids = r.prompts[size_t(c / r.n)];
+    g.params = params_for(r, c, max_model_len);
+    g.priority = r.priority;
   }
-  s.priority = r.priority;
-  return s;
+  return choices;
 }
 
 }  // namespace flashserve

@@ -59,7 +59,7 @@ std::vector<int32_t> parse_detokenize_request(const json& body, const Serving& s
 
 // The engine parameters of choice `choice` (prompt choice / n): its max_tokens, and seed + i.
 SamplingParams params_for(const GenerationRequest& r, int32_t choice, int32_t max_model_len);
-// Every choice of `r`, ready for Serving::submit.
-ServingRequest serving_request(const GenerationRequest& r, int32_t max_model_len);
+// Every choice of `r` as an engine request, ready for Serving::submit (arrival left to the caller).
+std::vector<GenerateRequest> engine_requests(const GenerationRequest& r, int32_t max_model_len);
 
 }  // namespace flashserve

@@ -131,17 +131,16 @@ std::vector<int32_t> Serving::text_prompt(const std::string& text) const {
   return tokenizer().encode(text, /*add_special=*/true, /*parse_special=*/true);
 }
 
-SubmitResult Serving::submit(ServingRequest request, std::function<void()> notify) {
+SubmitResult Serving::submit(std::vector<GenerateRequest> choices, std::function<void()> notify) {
   SubmitResult result;
   if (draining_) {
     result.error = RequestError{ErrorKind::Unavailable, "the server is shutting down"};
     return result;
   }
   std::vector<Submission> batch;
-  for (size_t i = 0; i < request.prompt_ids.size(); ++i) {
+  for (GenerateRequest& g : choices) {
     auto stream = std::make_shared<RequestStream>("req-" + std::to_string(next_id_++), notify);
-    GenerateRequest g{stream->req_id(), std::move(request.prompt_ids[i]), std::move(request.params[i]),
-                      request.priority, request.arrival, request.deadline};
+    g.req_id = stream->req_id();
     batch.push_back({std::move(g), [this, stream](const RequestOutput& o) { on_output(*stream, o); }});
     result.streams.push_back(std::move(stream));
   }

@@ -56,15 +56,6 @@ class ServingObserver {
   virtual void on_rejected(std::string_view /*reason*/) {}
 };
 
-// One API request: its prompts (one per choice) and how long its client will wait.
-struct ServingRequest {
-  std::vector<std::vector<int32_t>> prompt_ids;  // choice i's prompt
-  std::vector<SamplingParams> params;            // choice i's parameters
-  Clock::time_point arrival;                     // when the front-end received it (TTFT counts from here)
-  Clock::time_point deadline = Clock::time_point::max();
-  int32_t priority = 0;
-};
-
 struct SubmitResult {
   std::vector<std::shared_ptr<RequestStream>> streams;  // one per choice, when accepted
   std::optional<RequestError> error;                     // when refused (nothing was queued)
@@ -110,9 +101,11 @@ class Serving {
     return grammars_->get(gbnf, std::move(cancelled));
   }
 
-  // Thread-safe. Queues every choice or none. `notify` (may be empty) is called on the output
-  // thread whenever one of the streams has a new event. A refusal is the front-end's to count.
-  SubmitResult submit(ServingRequest request, std::function<void()> notify = {});
+  // Thread-safe. Queues every choice of one API request (an engine request each, arrival set to
+  // when the front-end received it: TTFT counts from there) or none; names each (req_id).
+  // `notify` (may be empty) is called on the output thread whenever one of the streams has a new
+  // event. A refusal is the front-end's to count.
+  SubmitResult submit(std::vector<GenerateRequest> choices, std::function<void()> notify = {});
   // Thread-safe: the request ends with Abort at the next engine step and frees its blocks.
   void cancel(const std::string& req_id);
   // Counts a refusal made outside submit (bad fields, sizes, the front door's own limits).

@@ -1,6 +1,6 @@
 // libFuzzer target: the OpenAI request mapping on arbitrary bytes. The first byte picks the
 // endpoint (completions, chat, tokenize, detokenize), the rest is the POST body: parse_body, the
-// endpoint's parser, then what the server does next with the result (serving_request and the
+// endpoint's parser, then what the server does next with the result (engine_requests and the
 // engine's validate for generation, decode for detokenize). An ApiError with a 400 or 404 is the
 // answer to a bad body; anything else escaping (a json::exception, std::out_of_range, ...), a crash
 // or a sanitizer report is a finding, since the server would answer it with a 500. One Serving over
@@ -44,11 +44,10 @@ void generation(const GenerationRequest& r) {
   expect(r.logprobs == (r.params.logprobs >= 0), "logprobs asked for but not set, or the reverse");
   expect(!r.prompts.empty(), "no prompt");
   expect(r.endpoint == Endpoint::Completions || r.prompts.size() == 1, "a chat request with several prompts");
-  const ServingRequest s = serving_request(r, serving().max_model_len());
-  expect(int64_t(s.prompt_ids.size()) == r.num_choices() && s.params.size() == s.prompt_ids.size(),
-         "serving_request does not give one prompt and one parameter set per choice");
+  const std::vector<GenerateRequest> choices = engine_requests(r, serving().max_model_len());
+  expect(int64_t(choices.size()) == r.num_choices(), "engine_requests does not give one engine request per choice");
   // What Engine::check runs on these parameters at submit; its refusal becomes a 400 too.
-  for (const SamplingParams& p : s.params) validate(p, serving().tokenizer().vocab_size());
+  for (const GenerateRequest& g : choices) validate(g.params, serving().tokenizer().vocab_size());
 }
 
 void run(uint8_t endpoint, const std::string& body) {

@@ -3,7 +3,7 @@
 // and the places inside messages, tools and schemas a value is walked further), and fills it with
 // what an attacker sends: nesting up to 300k deep, arrays of up to 100k elements, strings up to
 // 1 MiB, extreme numbers, long repetitions in regexes and grammars. Then it runs what the server
-// runs before the engine: parse_body and the route's parser, or serving_request for gRPC, then
+// runs before the engine: parse_body and the route's parser, or engine_request for gRPC, then
 // the engine's validate. A clean refusal (a 400/404/503 ApiError, a gRPC INVALID_ARGUMENT,
 // OUT_OF_RANGE or UNAVAILABLE) is the expected answer; a crash, a sanitizer report, any other
 // exception or status, or a hang (libFuzzer's -timeout) is a finding. The grammar compile runs
@@ -144,7 +144,7 @@ void openai(Recipe& r) {
         const json parsed = parse_body(body);
         const GenerationRequest g =
             endpoint == 0 ? parse_completion_request(parsed, sv) : parse_chat_request(parsed, sv);
-        for (const SamplingParams& p : serving_request(g, sv.max_model_len()).params) check_params(p);
+        for (const GenerateRequest& c : engine_requests(g, sv.max_model_len())) check_params(c.params);
         break;
       }
       case 2: parse_tokenize_request(parse_body(body), sv); break;
@@ -191,10 +191,10 @@ void grpc_generate(Recipe& r) {
     case 3: req.mutable_constraint()->set_grammar(costly_pattern(r, true)); break;
     default: break;
   }
-  ServingRequest out;
-  const grpc::Status status = grpc_api::serving_request(serving(), req, {}, out);
+  GenerateRequest out;
+  const grpc::Status status = grpc_api::engine_request(serving(), req, {}, out);
   if (status.ok()) {
-    for (const SamplingParams& p : out.params) check_params(p);
+    check_params(out.params);
     return;
   }
   const grpc::StatusCode c = status.error_code();

@@ -398,6 +398,53 @@ TEST_P(ForwardInvariance, ChunkWithoutLogitsStillFillsTheCache) {
   EXPECT_EQ(rows_of(tail, 0), Logits(whole.begin() + 20, whole.end()));
 }
 
+// The engine's sequences: the runner keeps their tables and each step carries only the blocks
+// added since the last one. The logits equal those of the same steps sent with whole tables.
+TEST_P(ForwardInvariance, KeptTablesMatchWholeTables) {
+  struct Seq {
+    std::vector<int32_t> tokens, table;
+    int64_t id;
+    size_t sent = 0;  // blocks the kept runner holds
+  };
+  std::vector<Seq> seqs = {{random_tokens(45, 51), blocks(0, 3), 7}, {random_tokens(23, 52), blocks(8, 2), 9}};
+  auto kept = runner(16, 16);
+  auto whole = runner(16, 16);
+  for (int begin = 0; begin < 45; begin += 7) {  // a block arrives every few steps
+    ForwardBatch by_delta, by_whole;
+    for (Seq& q : seqs) {
+      if (begin >= int(q.tokens.size())) continue;
+      const int end = std::min<int>(begin + 7, q.tokens.size());
+      const size_t need = size_t(end + 15) / 16;
+      by_whole.seqs.push_back(seq_input(q.tokens, begin, end, std::vector<int32_t>(q.table.begin(), q.table.begin() + need)));
+      by_delta.seqs.push_back(seq_input(q.tokens, begin, end, std::vector<int32_t>(q.table.begin() + q.sent, q.table.begin() + need)));
+      if (need == q.sent) by_delta.seqs.back().block_tables.clear();  // nothing new
+      by_delta.seqs.back().kept_id = q.id;
+      q.sent = need;
+    }
+    const ForwardOutput got = kept->forward(by_delta), want = whole->forward(by_whole);
+    for (size_t i = 0; i < by_delta.seqs.size(); ++i) EXPECT_EQ(rows_of(got, i), rows_of(want, i)) << "step at " << begin;
+  }
+
+  auto expect_rejected = [&](const ForwardBatch& b, const std::string& fragment) {
+    try {
+      kept->forward(b);
+      ADD_FAILURE() << "accepted a batch that should fail with '" << fragment << "'";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  SequenceInput next = seq_input(seqs[0].tokens, 44, 45, {});
+  next.block_tables.clear();
+  next.kept_id = 7;
+  expect_rejected(ForwardBatch{{next, next}}, "appears twice");
+  // A release applies even when the rest of the batch is refused: id 7 starts over, empty.
+  expect_rejected(ForwardBatch{{}, {}, {7}}, "empty");
+  expect_rejected(ForwardBatch{{next}}, "cannot hold");
+  next.kept_id = 11;
+  next.block_tables = {{99}};
+  expect_rejected(ForwardBatch{{next}}, "out of range");
+}
+
 TEST_P(ForwardInvariance, MalformedBatchesAreRejected) {
   auto cache = runner(2, 16);
   auto expect_rejected = [&](SequenceInput s, const std::string& fragment) {

@@ -127,6 +127,30 @@ TEST_F(EngineInvariance, TinyLlamaBatchedChunkedPreemptedCached) {
   EXPECT_EQ(cached.results[1].num_cached_tokens, 48);  // three full blocks; the last token is recomputed
 }
 
+// The runner keeps the tables of running sequences only: a finished one's copy is released with
+// the next step that runs, so a long-lived server's runner does not grow with what it served.
+TEST_F(EngineInvariance, RunnerKeepsOnlyRunningSequencesTables) {
+  test::FakeRunner runner(test::kTinyVocab, 64, 4, 4096);
+  Engine engine(runner, *tok_, config(8, 64));
+  int finished = 0;
+  auto submit = [&](const std::string& id, int32_t max_tokens) {
+    EXPECT_FALSE(engine.submit({id, std::vector<int32_t>(6, 'a'), test::greedy(max_tokens)},
+                               [&](const RequestOutput& o) { finished += o.finish.has_value(); }));
+  };
+  submit("short", 2);
+  submit("long", 20);
+  while (finished == 0) ASSERT_TRUE(engine.step());
+  EXPECT_EQ(runner.num_kept_tables(), 2u);  // the release travels with the next step
+  ASSERT_TRUE(engine.step());
+  EXPECT_EQ(runner.num_kept_tables(), 1u);
+  while (engine.step()) {
+  }
+  EXPECT_EQ(finished, 2);
+  submit("next", 3);
+  ASSERT_TRUE(engine.step());
+  EXPECT_EQ(runner.num_kept_tables(), 1u);
+}
+
 // Sliding-window KV groups (one full-attention group and two windowed ones, as Gemma 3 has; and
 // windows only, as Mistral): blocks out of every window go back to the pool as a sequence grows, and
 // are reused by others. The fake model reads each group's window back from the cache, so a block

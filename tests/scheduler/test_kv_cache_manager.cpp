@@ -250,6 +250,42 @@ TEST(KvCacheManager, WindowedPrefixHitNeedsOnlyTheWindow) {
   EXPECT_EQ(hybrid.num_free_blocks(), 20 - 10);
 }
 
+// A runner's copy of the tables, grown by each delta, stays equal to the tables in every entry a
+// query can still read; a freed sequence's copy is released and the next delta starts a new one.
+TEST(KvCacheManager, TableDeltasRebuildTheTables) {
+  KvCacheManager kv(64, kBlockSize, true, {0, 8});
+  KvSequence s;
+  std::vector<std::vector<int32_t>> copy;
+  ASSERT_TRUE(kv.allocate(s, 10, 0));
+  TableDelta first = kv.take_table_delta(s);
+  EXPECT_EQ(first.new_blocks, s.block_tables);  // all of it, the first time
+  copy = first.new_blocks;
+  for (int32_t n = 10; n < 40; ++n) {
+    ASSERT_TRUE(kv.allocate(s, n + 1, n));
+    const TableDelta d = kv.take_table_delta(s);
+    EXPECT_EQ(d.copy_id, first.copy_id);
+    if (n % kBlockSize != 0) EXPECT_TRUE(d.new_blocks.empty()) << "at " << n;  // no block added
+    for (size_t g = 0; g < d.new_blocks.size(); ++g) copy[g].insert(copy[g].end(), d.new_blocks[g].begin(), d.new_blocks[g].end());
+    ASSERT_EQ(copy[0], s.block_tables[0]);
+    ASSERT_EQ(copy[1].size(), s.block_tables[1].size());
+    for (size_t i = size_t(std::max(0, n - 7) / kBlockSize); i < copy[1].size(); ++i) {
+      EXPECT_EQ(copy[1][i], s.block_tables[1][i]) << "at " << n;  // the windowed group's visible part
+    }
+  }
+  EXPECT_TRUE(kv.take_released_copies().empty());
+  kv.free(s);
+  EXPECT_EQ(kv.take_released_copies(), std::vector<int64_t>{first.copy_id});
+  EXPECT_TRUE(kv.take_released_copies().empty());  // each release is reported once
+  ASSERT_TRUE(kv.allocate(s, 5, 0));
+  const TableDelta again = kv.take_table_delta(s);
+  EXPECT_NE(again.copy_id, first.copy_id);
+  EXPECT_EQ(again.new_blocks, s.block_tables);
+  KvSequence never_copied;
+  ASSERT_TRUE(kv.allocate(never_copied, 5, 0));
+  kv.free(never_copied);
+  EXPECT_TRUE(kv.take_released_copies().empty());  // no copy, nothing to release
+}
+
 // How big a sequence can grow: the full group needs every block, the windowed one the window plus
 // one step's tokens.
 TEST(KvCacheManager, PeakBlocksCountWindowsOnce) {

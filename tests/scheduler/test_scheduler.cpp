@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <map>
 #include <random>
 
 #include "scheduler/scheduler.h"
@@ -26,7 +27,7 @@ class SchedulerPolicy : public ::testing::Test {
   Request* add(const std::string& id, int32_t prompt_len, int32_t max_tokens, int32_t priority = 0) {
     std::vector<int32_t> prompt(prompt_len);
     for (int32_t i = 0; i < prompt_len; ++i) prompt[i] = int32_t((std::hash<std::string>{}(id) + i) % 256);
-    auto r = std::make_unique<Request>(id, prompt, test::greedy(max_tokens), 0, Clock::now(), priority);
+    auto r = std::make_unique<Request>(GenerateRequest{id, prompt, test::greedy(max_tokens), priority}, 0);
     Request* raw = r.get();
     EXPECT_FALSE(sched_->check_fits(prompt_len, max_tokens));
     sched_->add(std::move(r));
@@ -39,7 +40,9 @@ class SchedulerPolicy : public ::testing::Test {
     std::vector<SampledToken> sampled(out.scheduled.size());
     for (auto& s : sampled) s.token = 'a';
     EXPECT_LE(out.num_batched_tokens, budget());
-    sched_->update(out, sampled);
+    for (const RequestUpdate& u : sched_->update(out, sampled)) {
+      if (u.req->finish) ended_[u.req->req_id] = {*u.req->finish, u.req->num_output_tokens()};
+    }
     return out;
   }
 
@@ -53,6 +56,12 @@ class SchedulerPolicy : public ::testing::Test {
 
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> sched_;
+  // What step() saw end (a finished request is destroyed at the next schedule()).
+  struct Ended {
+    FinishReason reason;
+    int32_t num_output_tokens;
+  };
+  std::map<std::string, Ended> ended_;
 };
 
 // The engine's step budget (StepBudget) lowers a step below max_num_batched_tokens: running
@@ -116,7 +125,7 @@ TEST_F(SchedulerPolicy, FitCheckIsSixtyFourBit) {
 // queue and spinning the engine forever; the request behind it is served.
 TEST_F(SchedulerPolicy, RequestThatCannotFitEvenAloneIsEndedNotRequeued) {
   make(4, 4, 512);  // 64 tokens of KV
-  auto big = std::make_unique<Request>("big", std::vector<int32_t>(80, 'a'), test::greedy(4), 0, Clock::now());
+  auto big = std::make_unique<Request>(GenerateRequest{"big", std::vector<int32_t>(80, 'a'), test::greedy(4)}, 0);
   Request* raw = big.get();
   sched_->add(std::move(big));
   Request* small = add("small", 5, 2);
@@ -141,29 +150,27 @@ TEST_F(SchedulerPolicy, EndIdsTravelInTheRequest) {
     p.end_ids = std::move(end_ids);
     p.ignore_eos = ignore_eos;
     p.stop_token_ids = std::move(stop_ids);
-    auto r = std::make_unique<Request>(id, std::vector<int32_t>(4, 'b'), p, 0, Clock::now());
-    Request* raw = r.get();
+    auto r = std::make_unique<Request>(GenerateRequest{id, std::vector<int32_t>(4, 'b'), p}, 0);
     sched_->add(std::move(r));
-    return raw;
   };
-  Request* ends = with_end("ends", {'z', 'a'}, false);
-  Request* ignores = with_end("ignores", {'a'}, true);
-  Request* other = with_end("other", {'z'}, false);
-  Request* stops = with_end("stops", {}, true, {'a'});
+  with_end("ends", {'z', 'a'}, false);
+  with_end("ignores", {'a'}, true);
+  with_end("other", {'z'}, false);
+  with_end("stops", {}, true, {'a'});
   while (sched_->has_work()) step();  // every step samples 'a'
-  EXPECT_EQ(ends->finish, FinishReason::Stop);
-  EXPECT_EQ(ends->num_output_tokens(), 1);
-  EXPECT_EQ(ignores->finish, FinishReason::Length);
-  EXPECT_EQ(ignores->num_output_tokens(), 3);
-  EXPECT_EQ(other->finish, FinishReason::Length);
-  EXPECT_EQ(stops->finish, FinishReason::Stop);
-  EXPECT_EQ(stops->num_output_tokens(), 1);
+  EXPECT_EQ(ended_.at("ends").reason, FinishReason::Stop);
+  EXPECT_EQ(ended_.at("ends").num_output_tokens, 1);
+  EXPECT_EQ(ended_.at("ignores").reason, FinishReason::Length);
+  EXPECT_EQ(ended_.at("ignores").num_output_tokens, 3);
+  EXPECT_EQ(ended_.at("other").reason, FinishReason::Length);
+  EXPECT_EQ(ended_.at("stops").reason, FinishReason::Stop);
+  EXPECT_EQ(ended_.at("stops").num_output_tokens, 1);
 }
 
 // The same when it grows past the cache while running alone (decode needs one more block).
 TEST_F(SchedulerPolicy, RunningAloneOutOfBlocksIsEnded) {
   make(2, 4, 512);  // 32 tokens of KV
-  auto r = std::make_unique<Request>("r", std::vector<int32_t>(30, 'a'), test::greedy(10), 0, Clock::now());
+  auto r = std::make_unique<Request>(GenerateRequest{"r", std::vector<int32_t>(30, 'a'), test::greedy(10)}, 0);
   Request* raw = r.get();
   sched_->add(std::move(r));
   for (int i = 0; i < 10 && !raw->finish; ++i) step();

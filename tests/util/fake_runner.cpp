@@ -17,25 +17,39 @@ FakeRunner::FakeRunner(int32_t vocab_size, int32_t num_blocks, int32_t block_siz
       windows_(std::move(windows)),
       slots_(windows_.size(), std::vector<int32_t>(size_t(num_blocks) * block_size, -1)) {}
 
-int32_t& FakeRunner::slot(const SequenceInput& s, size_t group, int32_t pos) {
-  const int32_t block = s.block_tables.at(group).at(size_t(pos / block_size_));
+int32_t& FakeRunner::slot(const Tables& tables, size_t group, int32_t pos) {
+  const int32_t block = tables.at(group).at(size_t(pos / block_size_));
   if (block < 0 || block >= num_blocks_) throw std::invalid_argument("block " + std::to_string(block) + " out of range");
   return slots_[group][size_t(block) * block_size_ + pos % block_size_];
 }
 
+// A kept sequence's tables grow by the blocks each step sends; a wrong delta reads the wrong slots.
+const FakeRunner::Tables& FakeRunner::tables_of(const SequenceInput& s) {
+  const bool nothing_new = s.kept_id >= 0 && s.block_tables.empty();
+  if (s.block_tables.size() != windows_.size() && !nothing_new) throw std::invalid_argument("one block table per KV group");
+  if (s.kept_id < 0) return s.block_tables;
+  Tables& kept = kept_[s.kept_id];
+  kept.resize(windows_.size());
+  for (size_t g = 0; g < s.block_tables.size(); ++g) {
+    kept[g].insert(kept[g].end(), s.block_tables[g].begin(), s.block_tables[g].end());
+  }
+  return kept;
+}
+
 ForwardOutput FakeRunner::forward(const ForwardBatch& batch) {
   ++calls_;
+  for (int64_t id : batch.released) kept_.erase(id);
   max_seqs_ = std::max(max_seqs_, int32_t(batch.seqs.size()));
   ForwardOutput out;
   out.vocab_size = vocab_;
   for (const SequenceInput& s : batch.seqs) {
     const int32_t n = int32_t(s.token_ids.size());
-    if (s.block_tables.size() != windows_.size()) throw std::invalid_argument("one block table per KV group");
+    const Tables& tables = tables_of(s);
     for (size_t g = 0; g < windows_.size(); ++g) {
-      if (int64_t(s.block_tables[g].size()) * block_size_ < s.num_computed_tokens + n) {
+      if (int64_t(tables[g].size()) * block_size_ < s.num_computed_tokens + n) {
         throw std::invalid_argument("block table too short");
       }
-      for (int32_t j = 0; j < n; ++j) slot(s, g, s.num_computed_tokens + j) = s.token_ids[j];
+      for (int32_t j = 0; j < n; ++j) slot(tables, g, s.num_computed_tokens + j) = s.token_ids[j];
     }
     tokens_computed_ += n;
     const int32_t rows = s.logits == LogitRows::All ? n : s.logits == LogitRows::Last ? 1 : 0;
@@ -43,7 +57,7 @@ ForwardOutput FakeRunner::forward(const ForwardBatch& batch) {
     out.num_rows.push_back(rows);
     for (int32_t r = n - rows; r < n; ++r) {
       out.logits.resize(out.logits.size() + vocab_);
-      logits_for(s, s.num_computed_tokens + r, out.logits.data() + out.logits.size() - vocab_);
+      logits_for(tables, s.num_computed_tokens + r, out.logits.data() + out.logits.size() - vocab_);
     }
     out.sampled.emplace_back();
     if (s.sample >= 0) {
@@ -63,11 +77,11 @@ ForwardOutput FakeRunner::forward(const ForwardBatch& batch) {
 // A hash of what each group sees of the context 0..pos (as stored in the cache: all of it, or its
 // window) picks a favourite byte token; every other token gets a smaller, context-dependent logit so
 // that sampling has a real distribution.
-void FakeRunner::logits_for(const SequenceInput& s, int32_t pos, float* out) {
+void FakeRunner::logits_for(const Tables& tables, int32_t pos, float* out) {
   uint64_t h = 1469598103934665603ull;
   for (size_t g = 0; g < windows_.size(); ++g) {
     for (int32_t p = windows_[g] > 0 ? std::max(0, pos - windows_[g] + 1) : 0; p <= pos; ++p) {
-      const int32_t tok = slot(s, g, p);
+      const int32_t tok = slot(tables, g, p);
       if (tok < 0) throw std::logic_error("read KV slot of position " + std::to_string(p) + " that was never written");
       h = (h ^ uint64_t(tok) ^ (uint64_t(p) << 32) ^ (uint64_t(g) << 48)) * 1099511628211ull;
     }

@@ -4,6 +4,7 @@
 // reading a slot nobody wrote throws.
 #pragma once
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 #include "model/model_runner.h"
 
@@ -28,14 +29,18 @@ class FakeRunner : public ModelRunner {
   int64_t num_forward_calls() const { return calls_; }
   int64_t num_tokens_computed() const { return tokens_computed_; }
   int32_t max_batch_seqs() const { return max_seqs_; }
+  size_t num_kept_tables() const { return kept_.size(); }
 
  private:
-  void logits_for(const SequenceInput& s, int32_t pos, float* out);
-  int32_t& slot(const SequenceInput& s, size_t group, int32_t pos);
+  using Tables = std::vector<std::vector<int32_t>>;  // [group][block index]
+  const Tables& tables_of(const SequenceInput& s);
+  void logits_for(const Tables& tables, int32_t pos, float* out);
+  int32_t& slot(const Tables& tables, size_t group, int32_t pos);
 
   int32_t vocab_, num_blocks_, block_size_, context_len_;
   std::vector<int32_t> windows_;
   std::vector<std::vector<int32_t>> slots_;  // [group][slot]: token id, -1 if never written
+  std::unordered_map<int64_t, Tables> kept_;  // by SequenceInput::kept_id
   int64_t calls_ = 0, tokens_computed_ = 0;
   int32_t max_seqs_ = 0;
 };
