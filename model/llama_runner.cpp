@@ -52,54 +52,38 @@ LlamaRunner::State::State(const Model& m, std::unique_ptr<kernels::Backend> back
   allocate_step_buffers(std::max(opt.max_num_batched_tokens, opt.max_num_seqs));
 }
 
+namespace {
+
+// A weight's form on the backend, one overload per kind; unbound (absent) ones stay empty.
+BackendMatrix on_backend(kernels::Backend& be, const WeightMatrix& w) {
+  if (!w.data) return {};
+  return BackendMatrix{be.map_matrix(w.data, w.type, w.rows, w.cols), w.type, w.rows, w.cols};
+}
+
+BackendExperts on_backend(kernels::Backend& be, const StackedWeights& w) {
+  if (!w.data) return {};
+  const size_t bytes = size_t(w.count) * size_t(w.rows) * kernels::row_bytes(w.type, w.cols);
+  return BackendExperts{be.map_weights(w.data, bytes), w.type, w.rows, w.cols};
+}
+
+const float* on_backend(kernels::Backend& be, const std::vector<float>& v) {
+  return v.empty() ? nullptr : static_cast<const float*>(be.map_weights(v.data(), v.size() * sizeof(float)));
+}
+
+}  // namespace
+
 void LlamaRunner::State::map_weights() {
-  auto matrix = [&](const WeightMatrix& w) {
-    return BackendMatrix{be->map_matrix(w.data, w.type, w.rows, w.cols), w.type, w.rows, w.cols};
-  };
-  auto experts = [&](const StackedWeights& w) {
-    const size_t bytes = size_t(w.count) * size_t(w.rows) * kernels::row_bytes(w.type, w.cols);
-    return BackendExperts{be->map_weights(w.data, bytes), w.type, w.rows, w.cols};
-  };
-  auto floats = [&](const std::vector<float>& v) {
-    return v.empty() ? nullptr : static_cast<const float*>(be->map_weights(v.data(), v.size() * sizeof(float)));
-  };
   const WeightMatrix& embd = model.token_embedding();
   token_embd = BackendMatrix{be->map_weights(embd.data, size_t(embd.rows) * kernels::row_bytes(embd.type, embd.cols)),
                              embd.type, embd.rows, embd.cols};
-  output = matrix(model.output_weight());  // tied to the embedding or not: a backend maps one image once
-  output_norm = floats(model.output_norm());
-  rope_freq_factors = floats(model.rope_freq_factors());
+  output = on_backend(*be, model.output_weight());  // tied to the embedding or not: a backend maps one image once
+  output_norm = on_backend(*be, model.output_norm());
+  rope_freq_factors = on_backend(*be, model.rope_freq_factors());
   for (const LayerWeights& w : model.layers()) {
-    BackendLayer l;
-    l.attn_norm = floats(w.attn_norm);
-    l.ffn_norm = floats(w.ffn_norm);
-    l.wq = matrix(w.wq);
-    l.wk = matrix(w.wk);
-    l.wv = matrix(w.wv);
-    l.wo = matrix(w.wo);
-    l.bq = floats(w.bq);
-    l.bk = floats(w.bk);
-    l.bv = floats(w.bv);
-    l.q_norm = floats(w.q_norm);
-    l.k_norm = floats(w.k_norm);
-    l.post_attn_norm = floats(w.post_attn_norm);
-    l.post_ffn_norm = floats(w.post_ffn_norm);
-    if (cfg.is_moe()) {
-      l.router = matrix(w.moe.router);
-      l.gate_exps = experts(w.moe.gate);
-      l.up_exps = experts(w.moe.up);
-      l.down_exps = experts(w.moe.down);
-    } else {
-      l.w_gate = matrix(w.w_gate);
-      l.w_up = matrix(w.w_up);
-      l.w_down = matrix(w.w_down);
-    }
-    layers.push_back(l);
+    for_each_weight(w, layers.emplace_back(), [&](const auto& from, auto& to) { to = on_backend(*be, from); });
   }
 }
 
-// (Re)allocates every per-step buffer for `rows` rows. Steps recorded against the old buffers
-// would write to freed memory, so they go too.
 void LlamaRunner::State::allocate_step_buffers(int32_t rows) {
   be->synchronize();
   recorded.clear();
@@ -178,7 +162,7 @@ void LlamaRunner::State::stage(const FlatBatch& fb, const InputLayout& at) {
     const int32_t used = (a.context_len + opt.block_size - 1) / opt.block_size;
     for (int32_t g = 0; g < groups.num_groups(); ++g) {
       const int32_t* table = a.block_tables[g].data();
-      std::copy(table, table + used, p + at.tables_of(g) + s * table_stride);
+      std::copy(table, table + used, p + at.tables_of(g) + s * at.table_stride);
     }
   }
   p[at.query_start + seqs] = int32_t(fb.token_ids.size());
@@ -276,7 +260,7 @@ std::vector<kernels::OpUse> LlamaRunner::ops_needed(const Model& model, const Ru
   one_token.max_num_seqs = one_token.max_num_batched_tokens = 1;
   State dry(model, std::move(recorder), one_token);
   dry.allocate_kv_pool(1);
-  dry.enqueue({.tokens = 1, .logit_rows = 1, .seqs = 1, .max_num_queries = 1, .max_context_len = 1});
+  dry.enqueue({.tokens = 1, .logit_rows = 1, .seqs = 1, .max_num_queries = 1, .max_context_len = 1, .table_stride = 1});
   std::vector<kernels::OpUse> uses = seen.uses();
   uses.push_back({kernels::Op::SampleRows, DType::F32, {}});
   return uses;
@@ -319,7 +303,7 @@ ForwardOutput LlamaRunner::forward(const ForwardBatch& batch) {
   if (bucket > 0) {
     if (bucket > s.capacity) s.allocate_step_buffers(bucket);
     // Attention's bounds are the model's limits, not this step's, so one recording serves every step.
-    const StepShape shape{bucket, bucket, bucket, 1, s.cfg.context_len};
+    const StepShape shape{bucket, bucket, bucket, 1, s.cfg.context_len, s.table_stride};
     const InputLayout at(bucket, bucket, bucket, s.table_stride, s.groups.num_groups());
     s.stage_padded_decode(fb, bucket, at);
     s.be->copy_in(s.inputs.get(), s.staging.data(), size_t(at.total) * sizeof(int32_t));
@@ -331,8 +315,9 @@ ForwardOutput LlamaRunner::forward(const ForwardBatch& batch) {
       max_queries = std::max(max_queries, a.num_queries);
       max_context = std::max(max_context, a.context_len);
     }
-    const StepShape shape{tokens, rows, seqs, max_queries, max_context};
-    const InputLayout at(tokens, rows, seqs, s.table_stride, s.groups.num_groups());
+    const int32_t stride = (max_context + s.opt.block_size - 1) / s.opt.block_size;
+    const StepShape shape{tokens, rows, seqs, max_queries, max_context, stride};
+    const InputLayout at(tokens, rows, seqs, stride, s.groups.num_groups());
     s.stage(fb, at);
     s.be->copy_in(s.inputs.get(), s.staging.data(), size_t(at.total) * sizeof(int32_t));
     s.enqueue(shape);

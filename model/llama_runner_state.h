@@ -26,17 +26,7 @@ struct BackendExperts {
   BackendMatrix expert(int64_t e) const;
 };
 
-struct BackendLayer {
-  const float* attn_norm = nullptr;
-  const float* ffn_norm = nullptr;
-  BackendMatrix wq, wk, wv, wo;
-  const float *bq = nullptr, *bk = nullptr, *bv = nullptr;  // Qwen2's projection biases
-  const float *q_norm = nullptr, *k_norm = nullptr;         // Qwen3's and Gemma 3's per-head norms
-  const float *post_attn_norm = nullptr, *post_ffn_norm = nullptr;  // Gemma 3's branch-output norms
-  BackendMatrix w_gate, w_up, w_down;  // dense FFN
-  BackendMatrix router;                // mixture of experts
-  BackendExperts gate_exps, up_exps, down_exps;
-};
+using BackendLayer = LayerOf<const float*, BackendMatrix, BackendExperts>;
 
 // Where one step's inputs sit in the packed int32 array. It depends only on the step's shape, so a
 // recorded decode step for a bucket always reads its inputs from the same addresses. Slots and
@@ -51,9 +41,10 @@ struct InputLayout {
         block_tables(context_lens + seqs),
         total(block_tables + groups * seqs * table_stride),
         slots_per_group(tokens),
-        tables_per_group(seqs * table_stride) {}
+        tables_per_group(seqs * table_stride),
+        table_stride(table_stride) {}
   int64_t token_ids = 0, positions, slots, logit_rows, query_start, context_lens, block_tables, total;
-  int64_t slots_per_group, tables_per_group;
+  int64_t slots_per_group, tables_per_group, table_stride;
   int64_t slots_of(int32_t group) const { return slots + group * slots_per_group; }
   int64_t tables_of(int32_t group) const { return block_tables + group * tables_per_group; }
 };
@@ -62,6 +53,9 @@ struct InputLayout {
 struct StepShape {
   int32_t tokens, logit_rows, seqs;
   int32_t max_num_queries, max_context_len;  // attention's bounds (see kernels::AttentionBatch)
+  // Block-table row length: the whole context window's for a recorded step (its addresses are
+  // fixed), else the step's longest context's, so staging costs what the step reads.
+  int32_t table_stride;
 };
 
 struct LlamaRunner::State {
@@ -88,7 +82,7 @@ struct LlamaRunner::State {
   const ModelConfig& cfg;
   const RunnerConfig opt;
   std::unique_ptr<kernels::Backend> be;
-  const int32_t table_stride;  // block-table row length: enough blocks for the whole context window
+  const int32_t table_stride;  // the longest block-table row: enough blocks for the whole context window
   const KvGroups groups;
 
   BackendMatrix token_embd, output;

@@ -76,11 +76,11 @@ class TensorBinder {
   std::unordered_set<std::string> bound_;
 };
 
-MoeWeights bind_moe(TensorBinder& b, const std::string& p, const ModelConfig& c) {
-  return MoeWeights{b.matrix(p + "ffn_gate_inp.weight", c.num_experts, c.dim),
-                    b.stacked(p + "ffn_gate_exps.weight", c.num_experts, c.ffn_dim, c.dim),
-                    b.stacked(p + "ffn_up_exps.weight", c.num_experts, c.ffn_dim, c.dim),
-                    b.stacked(p + "ffn_down_exps.weight", c.num_experts, c.dim, c.ffn_dim)};
+void bind_moe(TensorBinder& b, const std::string& p, const ModelConfig& c, LayerWeights& l) {
+  l.router = b.matrix(p + "ffn_gate_inp.weight", c.num_experts, c.dim);
+  l.gate_exps = b.stacked(p + "ffn_gate_exps.weight", c.num_experts, c.ffn_dim, c.dim);
+  l.up_exps = b.stacked(p + "ffn_up_exps.weight", c.num_experts, c.ffn_dim, c.dim);
+  l.down_exps = b.stacked(p + "ffn_down_exps.weight", c.num_experts, c.dim, c.ffn_dim);
 }
 
 }  // namespace
@@ -138,7 +138,7 @@ void Model::bind_weights() {
       l.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", c.dim);
     }
     if (c.is_moe()) {
-      l.moe = bind_moe(b, p, c);
+      bind_moe(b, p, c, l);
       continue;
     }
     l.w_gate = b.matrix(p + "ffn_gate.weight", c.ffn_dim, c.dim);

@@ -33,25 +33,54 @@ struct StackedWeights {
   WeightMatrix expert(int64_t e) const;
 };
 
-// A mixture-of-experts FFN: the router picks experts per token, each expert is a SwiGLU MLP.
-struct MoeWeights {
-  WeightMatrix router;     // [num_experts][dim]
-  StackedWeights gate, up; // num_experts x [ffn_dim][dim]
-  StackedWeights down;     // num_experts x [dim][ffn_dim]
+// One layer's weights in the form a stage holds them: bound in the mapped file (LayerWeights, the
+// Model's) or mapped on a backend (the runner's). Declared once for both, and for_each_weight
+// walks two forms member by member; so a new weight is a member here, its line there, its binding
+// (model.cpp) and its use (llama_forward.cpp).
+template <class Vector, class Matrix, class Experts>
+struct LayerOf {
+  Vector attn_norm{}, ffn_norm{};  // [dim]
+  Matrix wq{};                     // [num_heads * head_dim][dim]
+  Matrix wk{}, wv{};               // [num_kv_heads * head_dim][dim]
+  Matrix wo{};                     // [dim][num_heads * head_dim]
+  Vector bq{}, bk{}, bv{};         // projection biases (Qwen2); empty when the file has none
+  Vector q_norm{}, k_norm{};       // [head_dim] RMSNorm of each head's Q and K (Qwen3, Gemma 3); or empty
+  Vector post_attn_norm{}, post_ffn_norm{};  // [dim] norms of each branch's output (Gemma 3); or empty
+  Matrix w_gate{}, w_up{};         // [ffn_dim][dim]; unbound in MoE models
+  Matrix w_down{};                 // [dim][ffn_dim]; unbound in MoE models
+  // A mixture of experts (bound only when the config has experts): the router picks experts per
+  // token, each expert is a SwiGLU MLP.
+  Matrix router{};                  // [num_experts][dim]
+  Experts gate_exps{}, up_exps{};   // num_experts x [ffn_dim][dim]
+  Experts down_exps{};              // num_experts x [dim][ffn_dim]
 };
 
-struct LayerWeights {
-  std::vector<float> attn_norm, ffn_norm;   // [dim]
-  WeightMatrix wq;     // [num_heads * head_dim][dim]
-  WeightMatrix wk, wv; // [num_kv_heads * head_dim][dim]
-  WeightMatrix wo;     // [dim][num_heads * head_dim]
-  std::vector<float> bq, bk, bv;   // projection biases (Qwen2); empty when the file has none
-  std::vector<float> q_norm, k_norm;  // [head_dim] RMSNorm of each head's Q and K (Qwen3, Gemma 3); or empty
-  std::vector<float> post_attn_norm, post_ffn_norm;  // [dim] norms of each branch's output (Gemma 3); or empty
-  WeightMatrix w_gate, w_up;  // [ffn_dim][dim]; unbound in MoE models
-  WeightMatrix w_down;        // [dim][ffn_dim]; unbound in MoE models
-  MoeWeights moe;             // bound only when the config has experts
-};
+// f(from.w, to.w) for every weight w of a layer, from one form to another.
+template <class From, class To, class F>
+void for_each_weight(const From& from, To& to, F&& f) {
+  f(from.attn_norm, to.attn_norm);
+  f(from.ffn_norm, to.ffn_norm);
+  f(from.wq, to.wq);
+  f(from.wk, to.wk);
+  f(from.wv, to.wv);
+  f(from.wo, to.wo);
+  f(from.bq, to.bq);
+  f(from.bk, to.bk);
+  f(from.bv, to.bv);
+  f(from.q_norm, to.q_norm);
+  f(from.k_norm, to.k_norm);
+  f(from.post_attn_norm, to.post_attn_norm);
+  f(from.post_ffn_norm, to.post_ffn_norm);
+  f(from.w_gate, to.w_gate);
+  f(from.w_up, to.w_up);
+  f(from.w_down, to.w_down);
+  f(from.router, to.router);
+  f(from.gate_exps, to.gate_exps);
+  f(from.up_exps, to.up_exps);
+  f(from.down_exps, to.down_exps);
+}
+
+using LayerWeights = LayerOf<std::vector<float>, WeightMatrix, StackedWeights>;
 
 class Model {
  public:
