@@ -41,7 +41,7 @@ class SchedulerPolicy : public ::testing::Test {
     for (auto& s : sampled) s.token = 'a';
     EXPECT_LE(out.num_batched_tokens, budget());
     for (const RequestUpdate& u : sched_->update(out, sampled)) {
-      if (u.req->finish) ended_[u.req->req_id] = {*u.req->finish, u.req->num_output_tokens()};
+      if (u.req->finish) ended_[u.req->req_id] = {*u.req->finish, u.req->num_output_tokens(), u.req->num_preemptions};
     }
     return out;
   }
@@ -60,6 +60,7 @@ class SchedulerPolicy : public ::testing::Test {
   struct Ended {
     FinishReason reason;
     int32_t num_output_tokens;
+    int32_t num_preemptions;
   };
   std::map<std::string, Ended> ended_;
 };
@@ -207,13 +208,13 @@ TEST_F(SchedulerPolicy, ExpiredRequestsAreDroppedBeforeTheyRun) {
 
 TEST_F(SchedulerPolicy, PreemptsLatestArrivalAndResumesIt) {
   make(6, 8, 256);  // 96 tokens of KV
-  Request* first = add("first", 40, 30);
-  Request* second = add("second", 40, 30);
+  add("first", 40, 30);
+  add("second", 40, 30);
   int preempted_steps = 0;
   while (sched_->has_work()) preempted_steps += step().num_preempted > 0;
   EXPECT_GT(preempted_steps, 0);
-  EXPECT_EQ(first->num_preemptions, 0);  // the older request is never the victim
-  EXPECT_GT(second->num_preemptions, 0);
+  EXPECT_EQ(ended_.at("first").num_preemptions, 0);  // the older request is never the victim
+  EXPECT_GT(ended_.at("second").num_preemptions, 0);
   EXPECT_EQ(kv_->num_free_blocks(), 6);
 }
 
@@ -237,37 +238,35 @@ TEST_F(SchedulerPolicy, AbortFreesBlocksAtOnce) {
 TEST_F(SchedulerPolicy, SustainedLoadIsServedInArrivalOrder) {
   make(20, 6, 64);
   std::mt19937 rng(9);
-  std::vector<Request*> reqs;
-  std::vector<int> first_step;
+  std::vector<int> first_step;  // by request number (ids, not pointers: a finished request's memory is reused)
   int step_no = 0;
-  for (; step_no < 5000 && (reqs.size() < 120 || sched_->has_work()); ++step_no) {
-    if (reqs.size() < 120 && step_no % 2 == 0) {
-      reqs.push_back(add("q" + std::to_string(reqs.size()), 1 + int32_t(rng() % 120), 1 + int32_t(rng() % 60)));
+  for (; step_no < 5000 && (first_step.size() < 120 || sched_->has_work()); ++step_no) {
+    if (first_step.size() < 120 && step_no % 2 == 0) {
+      add("q" + std::to_string(first_step.size()), 1 + int32_t(rng() % 120), 1 + int32_t(rng() % 60));
       first_step.push_back(-1);
     }
     for (const auto& s : step().scheduled) {
-      for (size_t i = 0; i < reqs.size(); ++i) {
-        if (s.req == reqs[i] && first_step[i] < 0) first_step[i] = step_no;
-      }
+      int& first = first_step.at(size_t(std::stoi(s.req->req_id.substr(1))));
+      if (first < 0) first = step_no;
     }
   }
   ASSERT_FALSE(sched_->has_work()) << "work left after " << step_no << " steps";
-  for (size_t i = 1; i < reqs.size(); ++i) EXPECT_LE(first_step[i - 1], first_step[i]) << "request " << i << " overtook";
+  for (size_t i = 1; i < first_step.size(); ++i) EXPECT_LE(first_step[i - 1], first_step[i]) << "request " << i << " overtook";
   EXPECT_EQ(kv_->num_free_blocks(), 20);
 }
 
 TEST_F(SchedulerPolicy, PriorityOrdersTheQueue) {
   make(64, 1, 512, /*priority=*/true);
-  Request* low = add("low", 5, 2, 5);
-  Request* high = add("high", 5, 2, 0);
-  Request* mid = add("mid", 5, 2, 1);
-  std::vector<Request*> order;
+  add("low", 5, 2, 5);
+  add("high", 5, 2, 0);
+  add("mid", 5, 2, 1);
+  std::vector<std::string> order;
   while (sched_->has_work()) {
     for (const auto& s : step().scheduled) {
-      if (order.empty() || order.back() != s.req) order.push_back(s.req);
+      if (order.empty() || order.back() != s.req->req_id) order.push_back(s.req->req_id);
     }
   }
-  EXPECT_EQ(order, (std::vector<Request*>{high, mid, low}));
+  EXPECT_EQ(order, (std::vector<std::string>{"high", "mid", "low"}));
 }
 
 }  // namespace
