@@ -99,7 +99,8 @@ std::optional<RequestError> Engine::submit(std::vector<Submission> batch) {
     const uint64_t seed = mix(seed_base_ + num_submitted_++);
     auto req = std::make_unique<Request>(std::move(s.req), seed);
     if (cfg_.max_queue_time > Clock::duration::zero()) req->start_deadline = req->timings.arrival + cfg_.max_queue_time;
-    inbox_.push_back({std::move(req), std::move(s.on_output)});
+    req->on_output = std::move(s.on_output);
+    inbox_.push_back(std::move(req));
   }
   wake_.notify_one();
   return std::nullopt;
@@ -192,7 +193,7 @@ bool Engine::step() {
 }
 
 void Engine::drain_inbox() {
-  std::vector<Pending> inbox;
+  std::vector<std::unique_ptr<Request>> inbox;
   std::vector<std::string> cancels;
   std::optional<RequestError> abort_all;
   {
@@ -201,10 +202,7 @@ void Engine::drain_inbox() {
     cancels.swap(cancels_);
     abort_all.swap(abort_all_);
   }
-  for (Pending& p : inbox) {
-    callbacks_[p.req->req_id] = std::move(p.on_output);
-    scheduler_.add(std::move(p.req));
-  }
+  for (std::unique_ptr<Request>& r : inbox) scheduler_.add(std::move(r));
   std::vector<Request*> aborted;
   for (const std::string& id : cancels) {
     if (Request* r = scheduler_.abort(id)) aborted.push_back(r);
@@ -271,7 +269,7 @@ void Engine::run_batch(SchedulerOutput& out) {
   }
 }
 
-void Engine::emit(const Request& r, RequestOutput o) {
+void Engine::emit(Request& r, RequestOutput o) {
   o.req_id = r.req_id;
   o.finish = r.finish;
   o.num_prompt_tokens = r.num_prompt_tokens;
@@ -280,10 +278,9 @@ void Engine::emit(const Request& r, RequestOutput o) {
   o.num_preemptions = r.num_preemptions;
   o.error = r.error;
   o.timings = r.timings;
-  auto it = callbacks_.find(r.req_id);
-  if (it == callbacks_.end()) return;
-  it->second(o);
-  if (r.finish) callbacks_.erase(it);
+  if (!r.on_output) return;
+  r.on_output(o);
+  if (r.finish) r.on_output = nullptr;  // let go of what it holds now, not when the request is destroyed
 }
 
 void Engine::publish_stats(bool stepped) {

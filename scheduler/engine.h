@@ -10,7 +10,6 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 #include "model/model_runner.h"
 #include "scheduler/backlog_rate.h"
@@ -36,23 +35,6 @@ struct EngineConfig {
   // ...and to this many times the decode-only step of the streams at hand (0: no such bound).
   double max_step_decode_ratio = 0;
 };
-
-// One request's progress in one step; the last one has `finish` set. The engine reports tokens;
-// `text` is filled by the OutputProcessor, off the engine thread.
-struct RequestOutput {
-  std::string req_id;
-  std::vector<SampledToken> tokens;  // new this step (0 or 1)
-  std::string text;                  // new text (UTF-8 complete, stop strings withheld)
-  std::optional<FinishReason> finish;
-  std::optional<RequestError> error; // with Abort, when the server (not the client) ended it
-  int32_t num_prompt_tokens = 0;
-  int32_t num_output_tokens = 0;
-  int32_t num_cached_tokens = 0;     // prompt tokens served from the prefix cache
-  int32_t num_preemptions = 0;
-  RequestTimings timings;
-};
-// Runs on the engine thread: must return quickly and never call back into the engine.
-using OutputCallback = std::function<void(const RequestOutput&)>;
 
 struct Submission {
   GenerateRequest req;
@@ -104,10 +86,6 @@ class Engine {
   void set_step_observer(std::function<void(const StepStats&)> observer) { on_step_ = std::move(observer); }
 
  private:
-  struct Pending {
-    std::unique_ptr<Request> req;
-    OutputCallback on_output;
-  };
   std::optional<RequestError> check(const GenerateRequest& g) const;
   std::optional<RequestError> check_backlog(int32_t n, Clock::time_point deadline) const;
   void loop();
@@ -115,7 +93,7 @@ class Engine {
   void report_dropped(const SchedulerOutput& out);
   // Moves the block-table deltas out of `out` into the runner's batch.
   void run_batch(SchedulerOutput& out);
-  void emit(const Request& r, RequestOutput out);
+  void emit(Request& r, RequestOutput out);
   void publish_stats(bool stepped);
 
   ModelRunner& runner_;
@@ -124,13 +102,12 @@ class Engine {
   KvCacheManager kv_;
   Scheduler scheduler_;
   StepBudget budget_;
-  std::unordered_map<std::string, OutputCallback> callbacks_;  // engine thread only
   uint64_t seed_base_;
   uint64_t num_submitted_ = 0;
 
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable wake_;
-  std::vector<Pending> inbox_;
+  std::vector<std::unique_ptr<Request>> inbox_;
   std::vector<std::string> cancels_;
   std::optional<RequestError> abort_all_;
   int32_t num_not_started_ = 0;  // in the inbox, or queued and never scheduled

@@ -4,6 +4,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,6 +57,23 @@ struct GenerateRequest {
   Clock::time_point deadline = Clock::time_point::max();  // the client's; dropped once it passes
 };
 
+// One request's progress in one step; the last one has `finish` set. The engine reports tokens;
+// `text` is filled by the OutputProcessor, off the engine thread.
+struct RequestOutput {
+  std::string req_id;
+  std::vector<SampledToken> tokens;  // new this step (0 or 1)
+  std::string text;                  // new text (UTF-8 complete, stop strings withheld)
+  std::optional<FinishReason> finish;
+  std::optional<RequestError> error; // with Abort, when the server (not the client) ended it
+  int32_t num_prompt_tokens = 0;
+  int32_t num_output_tokens = 0;
+  int32_t num_cached_tokens = 0;     // prompt tokens served from the prefix cache
+  int32_t num_preemptions = 0;
+  RequestTimings timings;
+};
+// Runs on the engine thread: must return quickly and never call back into the engine.
+using OutputCallback = std::function<void(const RequestOutput&)>;
+
 // The scheduler's state of one GenerateRequest.
 struct Request {
   // `fallback_seed` seeds its sampler when the parameters carry no seed.
@@ -80,6 +98,7 @@ struct Request {
   std::optional<FinishReason> finish;
   std::optional<RequestError> error;  // with finish Abort, when the server (not the client) ended it
   RequestTimings timings;
+  OutputCallback on_output;  // the engine's: where its progress goes, until its finish is told
 
   int32_t num_tokens() const { return int32_t(token_ids.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
