@@ -21,27 +21,56 @@
 
 namespace flashserve::kernels {
 
-// The ops: one for each op method of Backend below, named as the method (op_name). The element
-// type supports() is asked about is noted where it is not F32; so are the shape facts it reads.
-#define FLASHSERVE_BACKEND_OPS(X)                                                   \
-  X(GetRows, get_rows)     /* the table's element type */                           \
-  X(Matmul, matmul)        /* the weight's element type */                          \
-  X(RmsNorm, rmsnorm)                                                               \
-  X(AddRmsNorm, add_rmsnorm)                                                        \
-  X(Rope, rope)                                                                     \
-  X(SwiGLU, swiglu)                                                                 \
-  X(GeGLU, geglu)                                                                   \
-  X(AddBias, add_bias)                                                              \
-  X(Scale, scale)                                                                   \
-  X(KvWrite, kv_write)     /* the KV cache's element type; shape.head_dim */        \
-  X(Attention, attention)  /* the KV cache's; shape.head_dim, .group, .window */    \
-  X(MoeRoute, moe_route)   /* shape.experts, shape.top_k */                         \
-  X(ScatterRows, scatter_rows)                                                      \
-  X(WeightedSumRows, weighted_sum_rows)                                             \
-  X(SampleRows, sample_rows)
+// The ops, each once: its enumerator, its method (op_name gives the name), the method's parameters
+// and the same names as arguments (so a backend that wraps another forwards every op without
+// listing them), and what supports() is asked about when the method is called -- the element type
+// and shape facts (OpShape) it depends on, F32 and none where empty. Backend's pure virtuals, the
+// recording backend that finds what a model needs and the tests' forwarding backend are all made
+// from this list; the contract of each op is in its header.
+#define FLASHSERVE_BACKEND_OPS(X)                                                                                    \
+  X(GetRows, get_rows, (const void* table, DType type, int64_t cols, const int32_t* ids, int64_t n, float* out),      \
+    (table, type, cols, ids, n, out), (type))                                                                        \
+  /* y[t][o] = sum_k x[t][k] W[o][k]; W is `rows` rows of `cols` elements of `type` (map_matrix's pointer) */       \
+  X(Matmul, matmul, (const float* x, int64_t tokens, const void* w, DType type, int64_t rows, int64_t cols, float* y), \
+    (x, tokens, w, type, rows, cols, y), (type))                                                                     \
+  X(RmsNorm, rmsnorm, (const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps),          \
+    (x, weight, y, rows, dim, eps), ())                                                                              \
+  X(AddRmsNorm, add_rmsnorm,                                                                                         \
+    (float* x, const float* residual, const float* weight, float* y, int64_t rows, int64_t dim, float eps),          \
+    (x, residual, weight, y, rows, dim, eps), ())                                                                    \
+  X(Rope, rope, (float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim,                \
+                 const RopeParams& p),                                                                               \
+    (x, positions, tokens, heads, head_dim, p), ())                                                                  \
+  X(SwiGLU, swiglu, (const float* gate, const float* up, float* out, int64_t n), (gate, up, out, n), ())              \
+  X(GeGLU, geglu, (const float* gate, const float* up, float* out, int64_t n), (gate, up, out, n), ())                \
+  X(AddBias, add_bias, (float* x, const float* bias, int64_t rows, int64_t dim), (x, bias, rows, dim), ())            \
+  X(Scale, scale, (float* x, float s, int64_t n), (x, s, n), ())                                                     \
+  X(KvWrite, kv_write, (const KvCacheView& kv, const float* k, const float* v, const int32_t* slots, int64_t tokens), \
+    (kv, k, v, slots, tokens), (kv.type, {.head_dim = kv.layout.head_dim}))                                          \
+  X(Attention, attention,                                                                                            \
+    (const float* q, const KvCacheView& kv, const AttentionBatch& batch, int32_t num_heads, float scale, float* out), \
+    (q, kv, batch, num_heads, scale, out),                                                                           \
+    (kv.type, {.head_dim = kv.layout.head_dim,                                                                       \
+               .group = num_heads / (kv.layout.num_kv_heads > 0 ? kv.layout.num_kv_heads : 1),                       \
+               .window = batch.window}))                                                                             \
+  X(MoeRoute, moe_route,                                                                                             \
+    (const float* logits, int64_t tokens, int32_t experts, int32_t top_k, bool renormalize, const MoeRouting& out),  \
+    (logits, tokens, experts, top_k, renormalize, out), (DType::F32, {.experts = experts, .top_k = top_k}))          \
+  X(ScatterRows, scatter_rows, (const float* src, int64_t n, int64_t dim, const int32_t* ids, float* dst),            \
+    (src, n, dim, ids, dst), ())                                                                                     \
+  X(WeightedSumRows, weighted_sum_rows,                                                                              \
+    (const float* rows, const float* weights, int64_t n, int32_t k, int64_t dim, float* out),                        \
+    (rows, weights, n, k, dim, out), ())                                                                             \
+  X(SampleRows, sample_rows,                                                                                         \
+    (float* logits, int32_t rows, int32_t vocab, const SamplingRow* params, const TokenAdjust* adjusts,              \
+     const uint32_t* masks, int32_t* tokens),                                                                        \
+    (logits, rows, vocab, params, adjusts, masks, tokens), ())
+
+// The list's parenthesized columns, opened.
+#define FLASHSERVE_OPEN(...) __VA_ARGS__
 
 enum class Op {
-#define FLASHSERVE_OP_ENUMERATOR(op, name) op,
+#define FLASHSERVE_OP_ENUMERATOR(op, name, params, args, use) op,
   FLASHSERVE_BACKEND_OPS(FLASHSERVE_OP_ENUMERATOR)
 #undef FLASHSERVE_OP_ENUMERATOR
 };
@@ -122,32 +151,11 @@ class Backend {
 
   virtual void reserve(const StepLimits& limits) = 0;
 
-  // The ops. Pointers are this backend's memory; shapes as the op headers describe.
-  virtual void get_rows(const void* table, DType type, int64_t cols, const int32_t* ids, int64_t n,
-                        float* out) = 0;
-  // y[t][o] = sum_k x[t][k] W[o][k]; W is `rows` rows of `cols` elements of `type`.
-  virtual void matmul(const float* x, int64_t tokens, const void* w, DType type, int64_t rows, int64_t cols,
-                      float* y) = 0;
-  virtual void rmsnorm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps) = 0;
-  virtual void add_rmsnorm(float* x, const float* residual, const float* weight, float* y, int64_t rows,
-                           int64_t dim, float eps) = 0;
-  virtual void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim,
-                    const RopeParams& p) = 0;
-  virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
-  virtual void geglu(const float* gate, const float* up, float* out, int64_t n) = 0;
-  virtual void add_bias(float* x, const float* bias, int64_t rows, int64_t dim) = 0;
-  virtual void scale(float* x, float s, int64_t n) = 0;
-  virtual void kv_write(const KvCacheView& kv, const float* k, const float* v, const int32_t* slots,
-                        int64_t tokens) = 0;
-  virtual void attention(const float* q, const KvCacheView& kv, const AttentionBatch& batch, int32_t num_heads,
-                         float scale, float* out) = 0;
-  virtual void moe_route(const float* logits, int64_t tokens, int32_t experts, int32_t top_k, bool renormalize,
-                         const MoeRouting& out) = 0;
-  virtual void scatter_rows(const float* src, int64_t n, int64_t dim, const int32_t* ids, float* dst) = 0;
-  virtual void weighted_sum_rows(const float* rows, const float* weights, int64_t n, int32_t k, int64_t dim,
-                                 float* out) = 0;
-  virtual void sample_rows(float* logits, int32_t rows, int32_t vocab, const SamplingRow* params,
-                           const TokenAdjust* adjusts, const uint32_t* masks, int32_t* tokens) = 0;
+  // The ops (FLASHSERVE_BACKEND_OPS). Pointers are this backend's memory; shapes as the op headers
+  // describe.
+#define FLASHSERVE_OP_METHOD(op, name, params, args, use) virtual void name params = 0;
+  FLASHSERVE_BACKEND_OPS(FLASHSERVE_OP_METHOD)
+#undef FLASHSERVE_OP_METHOD
 
   // Whether record() works here. The CPU cannot (its ops run as they are called, so there would be
   // nothing to gain); a GPU records a step as a graph and replays it with one launch.

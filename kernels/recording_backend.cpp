@@ -43,18 +43,11 @@ void RecordingBackend::copy_out(void* host_dst, const void*, size_t bytes) {
   std::memset(out + bytes / sizeof(int32_t) * sizeof(int32_t), 0, bytes % sizeof(int32_t));
 }
 
-void RecordingBackend::attention(const float*, const KvCacheView& kv, const AttentionBatch& batch, int32_t num_heads,
-                                 float, float*) {
-  const int32_t kv_heads = std::max(kv.layout.num_kv_heads, 1);
-  note(Op::Attention, kv.type, {.head_dim = kv.layout.head_dim, .group = num_heads / kv_heads, .window = batch.window});
-}
-
 std::unique_ptr<RecordedStep> RecordingBackend::record(const std::function<void()>&) {
   throw std::logic_error("the recording backend records ops, not steps");
 }
 
-void RecordingBackend::note(Op op, DType type, const OpShape& shape) {
-  const OpUse use{op, type, shape};
+void RecordingBackend::note(const OpUse& use) {
   if (std::find(uses_.begin(), uses_.end(), use) == uses_.end()) uses_.push_back(use);
 }
 

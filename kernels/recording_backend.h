@@ -12,8 +12,8 @@ namespace flashserve::kernels {
 
 struct OpUse {
   Op op;
-  DType type;
-  OpShape shape;
+  DType type = DType::F32;
+  OpShape shape{};
   bool operator==(const OpUse&) const = default;
 };
 
@@ -37,36 +37,20 @@ class RecordingBackend final : public Backend {
   const void* map_weights(const void* host, size_t) override { return host; }
   void reserve(const StepLimits&) override {}
 
-  void get_rows(const void*, DType type, int64_t, const int32_t*, int64_t, float*) override { note(Op::GetRows, type); }
-  void matmul(const float*, int64_t, const void*, DType type, int64_t, int64_t, float*) override { note(Op::Matmul, type); }
-  void rmsnorm(const float*, const float*, float*, int64_t, int64_t, float) override { note(Op::RmsNorm); }
-  void add_rmsnorm(float*, const float*, const float*, float*, int64_t, int64_t, float) override { note(Op::AddRmsNorm); }
-  void rope(float*, const int32_t*, int64_t, int64_t, int64_t, const RopeParams&) override { note(Op::Rope); }
-  void swiglu(const float*, const float*, float*, int64_t) override { note(Op::SwiGLU); }
-  void geglu(const float*, const float*, float*, int64_t) override { note(Op::GeGLU); }
-  void add_bias(float*, const float*, int64_t, int64_t) override { note(Op::AddBias); }
-  void scale(float*, float, int64_t) override { note(Op::Scale); }
-  void kv_write(const KvCacheView& kv, const float*, const float*, const int32_t*, int64_t) override {
-    note(Op::KvWrite, kv.type, {.head_dim = kv.layout.head_dim});
-  }
-  void attention(const float*, const KvCacheView& kv, const AttentionBatch& batch, int32_t num_heads, float,
-                 float*) override;
-  void moe_route(const float*, int64_t, int32_t experts, int32_t top_k, bool, const MoeRouting&) override {
-    note(Op::MoeRoute, DType::F32, {.experts = experts, .top_k = top_k});
-  }
-  void scatter_rows(const float*, int64_t, int64_t, const int32_t*, float*) override { note(Op::ScatterRows); }
-  void weighted_sum_rows(const float*, const float*, int64_t, int32_t, int64_t, float*) override {
-    note(Op::WeightedSumRows);
-  }
-  void sample_rows(float*, int32_t, int32_t, const SamplingRow*, const TokenAdjust*, const uint32_t*, int32_t*) override {
-    note(Op::SampleRows);
-  }
+  // Each op notes the use FLASHSERVE_BACKEND_OPS gives it, and reads no other argument.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#define FLASHSERVE_OP_NOTE(op, name, params, args, use) \
+  void name params override { note(OpUse{Op::op, FLASHSERVE_OPEN use}); }
+  FLASHSERVE_BACKEND_OPS(FLASHSERVE_OP_NOTE)
+#undef FLASHSERVE_OP_NOTE
+#pragma GCC diagnostic pop
 
   bool can_record() const override { return false; }
   std::unique_ptr<RecordedStep> record(const std::function<void()>& enqueue) override;
 
  private:
-  void note(Op op, DType type = DType::F32, const OpShape& shape = {});
+  void note(const OpUse& use);
 
   std::vector<OpUse> uses_;
   uintptr_t next_address_ = 4096;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu_isa.h"
@@ -166,53 +167,14 @@ bool matmul_q8_supports(DType wtype) {
   return wtype != DType::F32 && wtype != DType::F16 && wtype != DType::BF16;
 }
 
-void matmul(const float* x, int64_t num_tokens, int64_t k, const void* w, DType wtype, int64_t n_out, float* y) {
-  ops().matmul(x, num_tokens, k, w, wtype, n_out, y);
-}
-void matmul_q8(const float* x, int64_t num_tokens, int64_t k, const void* w, DType wtype, int64_t n_out, float* y) {
-  ops().matmul_q8(x, num_tokens, k, w, wtype, n_out, y);
-}
-void matmul_q8_packed(const float* x, int64_t num_tokens, int64_t k, const void* packed, DType wtype, int64_t n_out,
-                      float* y) {
-  ops().matmul_q8_packed(x, num_tokens, k, packed, wtype, n_out, y);
-}
-void get_row(const void* w, DType wtype, int64_t k, int64_t row, float* out) { ops().get_row(w, wtype, k, row, out); }
-void get_rows(const void* w, DType wtype, int64_t k, const int32_t* ids, int64_t n, float* out) {
-  ops().get_rows(w, wtype, k, ids, n, out);
-}
-void rmsnorm(const float* x, const float* weight, float* y, int64_t num_rows, int64_t dim, float eps) {
-  ops().rmsnorm(x, weight, y, num_rows, dim, eps);
-}
-void add_rmsnorm(float* x, const float* residual, const float* weight, float* y, int64_t num_rows, int64_t dim,
-                 float eps) {
-  ops().add_rmsnorm(x, residual, weight, y, num_rows, dim, eps);
-}
-void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
-          const RopeParams& p) {
-  ops().rope(x, positions, num_tokens, num_heads, head_dim, p);
-}
-void swiglu(const float* gate, const float* up, float* out, int64_t n) { ops().swiglu(gate, up, out, n); }
-void geglu(const float* gate, const float* up, float* out, int64_t n) { ops().geglu(gate, up, out, n); }
-void add_bias(float* x, const float* bias, int64_t num_rows, int64_t dim) { ops().add_bias(x, bias, num_rows, dim); }
-void scale(float* x, float s, int64_t n) { ops().scale(x, s, n); }
-void kv_write(const KvLayout& layout, DType kv_type, void* k_cache, void* v_cache, const float* k, const float* v,
-              const int32_t* slot_mapping, int64_t num_tokens) {
-  ops().kv_write(layout, kv_type, k_cache, v_cache, k, v, slot_mapping, num_tokens);
-}
-void paged_attention(const float* q, const void* k_cache, const void* v_cache, DType kv_type, const KvLayout& layout,
-                     const AttentionBatch& batch, int32_t num_heads, float scale, float* out) {
-  ops().paged_attention(q, k_cache, v_cache, kv_type, layout, batch, num_heads, scale, out);
-}
-void moe_route(const float* logits, int64_t num_tokens, int32_t num_experts, int32_t top_k, bool renormalize,
-               const MoeRouting& out) {
-  ops().moe_route(logits, num_tokens, num_experts, top_k, renormalize, out);
-}
-void scatter_rows(const float* src, int64_t n, int64_t dim, const int32_t* ids, float* dst) {
-  ops().scatter_rows(src, n, dim, ids, dst);
-}
-void weighted_sum_rows(const float* rows, const float* weights, int64_t n, int32_t k, int64_t dim, float* out) {
-  ops().weighted_sum_rows(rows, weights, n, k, dim, out);
-}
-void softmax(float* x, int64_t num_rows, int64_t n) { ops().softmax(x, num_rows, n); }
+#define FLASHSERVE_OP_FORWARD(name, params, args) \
+  void name params { ops().name args; }
+FLASHSERVE_CPU_OPS(FLASHSERVE_OP_FORWARD)
+#undef FLASHSERVE_OP_FORWARD
+// A list entry whose parameters differ from its header's would have made an overload instead.
+#define FLASHSERVE_OP_SAME(name, params, args) \
+  static_assert(std::is_same_v<decltype(&name), decltype(CpuOps::name)>, #name ": the list's parameters are not the header's");
+FLASHSERVE_CPU_OPS(FLASHSERVE_OP_SAME)
+#undef FLASHSERVE_OP_SAME
 
 }  // namespace flashserve::kernels

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "kernels/recording_backend.h"
+#include "tests/util/forwarding_backend.h"
 #include "tests/util/runners.h"
 #include "tests/util/tiny_model.h"
 
@@ -25,66 +26,15 @@ bool has_op(const std::vector<OpUse>& uses, Op op) {
 }
 
 // The CPU backend, but for one use it says it cannot run.
-class RefusingBackend final : public kernels::Backend {
+class RefusingBackend final : public ForwardingBackend {
  public:
-  explicit RefusingBackend(OpUse refused) : in_(kernels::make_cpu_backend()), refused_(refused) {}
+  explicit RefusingBackend(OpUse refused) : ForwardingBackend(kernels::make_cpu_backend()), refused_(refused) {}
   std::string name() const override { return "refusing"; }
-  bool is_host() const override { return true; }
   bool supports(Op op, DType type, const kernels::OpShape& shape) const override {
-    return !(OpUse{op, type, shape} == refused_) && in_->supports(op, type, shape);
+    return !(OpUse{op, type, shape} == refused_) && ForwardingBackend::supports(op, type, shape);
   }
-  void memory_info(size_t& free_bytes, size_t& total_bytes) const override { in_->memory_info(free_bytes, total_bytes); }
-  void* allocate(size_t bytes) override { return in_->allocate(bytes); }
-  void deallocate(void* p) override { in_->deallocate(p); }
-  void copy_in(void* dst, const void* src, size_t bytes) override { in_->copy_in(dst, src, bytes); }
-  void copy_out(void* dst, const void* src, size_t bytes) override { in_->copy_out(dst, src, bytes); }
-  void synchronize() override {}
-  const void* map_weights(const void* host, size_t bytes) override { return in_->map_weights(host, bytes); }
-  void reserve(const kernels::StepLimits& l) override { in_->reserve(l); }
-  void get_rows(const void* t, DType type, int64_t cols, const int32_t* ids, int64_t n, float* out) override {
-    in_->get_rows(t, type, cols, ids, n, out);
-  }
-  void matmul(const float* x, int64_t n, const void* w, DType type, int64_t rows, int64_t cols, float* y) override {
-    in_->matmul(x, n, w, type, rows, cols, y);
-  }
-  void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t dim, float eps) override {
-    in_->rmsnorm(x, w, y, rows, dim, eps);
-  }
-  void add_rmsnorm(float* x, const float* r, const float* w, float* y, int64_t rows, int64_t dim, float eps) override {
-    in_->add_rmsnorm(x, r, w, y, rows, dim, eps);
-  }
-  void rope(float* x, const int32_t* pos, int64_t n, int64_t heads, int64_t hd, const kernels::RopeParams& p) override {
-    in_->rope(x, pos, n, heads, hd, p);
-  }
-  void swiglu(const float* g, const float* u, float* out, int64_t n) override { in_->swiglu(g, u, out, n); }
-  void geglu(const float* g, const float* u, float* out, int64_t n) override { in_->geglu(g, u, out, n); }
-  void add_bias(float* x, const float* b, int64_t rows, int64_t dim) override { in_->add_bias(x, b, rows, dim); }
-  void scale(float* x, float s, int64_t n) override { in_->scale(x, s, n); }
-  void kv_write(const kernels::KvCacheView& kv, const float* k, const float* v, const int32_t* slots, int64_t n) override {
-    in_->kv_write(kv, k, v, slots, n);
-  }
-  void attention(const float* q, const kernels::KvCacheView& kv, const kernels::AttentionBatch& b, int32_t heads,
-                 float s, float* out) override {
-    in_->attention(q, kv, b, heads, s, out);
-  }
-  void moe_route(const float* l, int64_t n, int32_t e, int32_t k, bool renorm, const kernels::MoeRouting& out) override {
-    in_->moe_route(l, n, e, k, renorm, out);
-  }
-  void scatter_rows(const float* src, int64_t n, int64_t dim, const int32_t* ids, float* dst) override {
-    in_->scatter_rows(src, n, dim, ids, dst);
-  }
-  void weighted_sum_rows(const float* rows, const float* w, int64_t n, int32_t k, int64_t dim, float* out) override {
-    in_->weighted_sum_rows(rows, w, n, k, dim, out);
-  }
-  void sample_rows(float* logits, int32_t rows, int32_t vocab, const kernels::SamplingRow* p,
-                   const kernels::TokenAdjust* a, const uint32_t* m, int32_t* tokens) override {
-    in_->sample_rows(logits, rows, vocab, p, a, m, tokens);
-  }
-  bool can_record() const override { return false; }
-  std::unique_ptr<kernels::RecordedStep> record(const std::function<void()>& f) override { return in_->record(f); }
 
  private:
-  std::unique_ptr<kernels::Backend> in_;
   OpUse refused_;
 };
 

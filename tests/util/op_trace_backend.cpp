@@ -1,5 +1,7 @@
 #include "tests/util/op_trace_backend.h"
 
+#include "tests/util/forwarding_backend.h"
+
 #include <algorithm>
 #include <functional>
 #include <stdexcept>
@@ -16,96 +18,74 @@ uint64_t fnv1a(const void* p, size_t bytes, uint64_t h = 1469598103934665603ull)
   return h;
 }
 
-class OpTraceBackend final : public Backend {
+// Ops that write nothing worth a hash (kv_write stores its inputs, converted, and attention reads
+// it back; scatter_rows' rows are summed next) are forwarded untraced.
+class OpTraceBackend final : public ForwardingBackend {
  public:
-  OpTraceBackend(std::unique_ptr<Backend> inner, std::vector<TracedOp>& trace) : in_(std::move(inner)), trace_(trace) {
-    if (!in_->is_host()) throw std::invalid_argument("op_trace_backend reads outputs in place: a host backend only");
+  OpTraceBackend(std::unique_ptr<Backend> inner, std::vector<TracedOp>& trace)
+      : ForwardingBackend(std::move(inner)), trace_(trace) {
+    if (!is_host()) throw std::invalid_argument("op_trace_backend reads outputs in place: a host backend only");
   }
-
-  std::string name() const override { return in_->name(); }
-  bool is_host() const override { return true; }
-  bool supports(kernels::Op op, DType type, const kernels::OpShape& shape) const override {
-    return in_->supports(op, type, shape);
-  }
-  void memory_info(size_t& free_bytes, size_t& total_bytes) const override { in_->memory_info(free_bytes, total_bytes); }
-  void* allocate(size_t bytes) override { return in_->allocate(bytes); }
-  void deallocate(void* p) override { in_->deallocate(p); }
-  void copy_in(void* dst, const void* src, size_t bytes) override { in_->copy_in(dst, src, bytes); }
-  void copy_out(void* dst, const void* src, size_t bytes) override { in_->copy_out(dst, src, bytes); }
-  void synchronize() override { in_->synchronize(); }
-  const void* map_weights(const void* host, size_t bytes) override { return in_->map_weights(host, bytes); }
-  const void* map_matrix(const void* host, DType type, int64_t rows, int64_t cols) override {
-    return in_->map_matrix(host, type, rows, cols);
-  }
-  void reserve(const kernels::StepLimits& limits) override { in_->reserve(limits); }
 
   void get_rows(const void* table, DType type, int64_t cols, const int32_t* ids, int64_t n, float* out) override {
-    in_->get_rows(table, type, cols, ids, n, out);
+    inner().get_rows(table, type, cols, ids, n, out);
     note("get_rows", out, n * cols);
   }
   void matmul(const float* x, int64_t tokens, const void* w, DType type, int64_t rows, int64_t cols, float* y) override {
-    in_->matmul(x, tokens, w, type, rows, cols, y);
+    inner().matmul(x, tokens, w, type, rows, cols, y);
     note("matmul", y, tokens * rows);
   }
   void rmsnorm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps) override {
-    in_->rmsnorm(x, weight, y, rows, dim, eps);
+    inner().rmsnorm(x, weight, y, rows, dim, eps);
     ++norms_;
     note("rmsnorm", y, rows * dim);
   }
   void add_rmsnorm(float* x, const float* residual, const float* weight, float* y, int64_t rows, int64_t dim,
                    float eps) override {
-    in_->add_rmsnorm(x, residual, weight, y, rows, dim, eps);
+    inner().add_rmsnorm(x, residual, weight, y, rows, dim, eps);
     ++norms_;
     note("add_rmsnorm (sum)", x, rows * dim);
     note("add_rmsnorm", y, rows * dim);
   }
   void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim,
             const kernels::RopeParams& p) override {
-    in_->rope(x, positions, tokens, heads, head_dim, p);
+    inner().rope(x, positions, tokens, heads, head_dim, p);
     note("rope", x, tokens * heads * head_dim);
   }
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override {
-    in_->swiglu(gate, up, out, n);
+    inner().swiglu(gate, up, out, n);
     note("swiglu", out, n);
   }
   void geglu(const float* gate, const float* up, float* out, int64_t n) override {
-    in_->geglu(gate, up, out, n);
+    inner().geglu(gate, up, out, n);
     note("geglu", out, n);
   }
   void add_bias(float* x, const float* bias, int64_t rows, int64_t dim) override {
-    in_->add_bias(x, bias, rows, dim);
+    inner().add_bias(x, bias, rows, dim);
     note("add_bias", x, rows * dim);
   }
   void scale(float* x, float s, int64_t n) override {
-    in_->scale(x, s, n);
+    inner().scale(x, s, n);
     note("scale", x, n);
-  }
-  // What it stores is its inputs, converted (f16 caches); attention reads it back.
-  void kv_write(const kernels::KvCacheView& kv, const float* k, const float* v, const int32_t* slots,
-                int64_t tokens) override {
-    in_->kv_write(kv, k, v, slots, tokens);
   }
   void attention(const float* q, const kernels::KvCacheView& kv, const kernels::AttentionBatch& batch,
                  int32_t num_heads, float scale, float* out) override {
-    in_->attention(q, kv, batch, num_heads, scale, out);
+    inner().attention(q, kv, batch, num_heads, scale, out);
     note("attention", out, int64_t(batch.query_start[batch.num_seqs]) * num_heads * kv.layout.head_dim);
   }
   void moe_route(const float* logits, int64_t tokens, int32_t experts, int32_t top_k, bool renormalize,
                  const kernels::MoeRouting& out) override {
-    in_->moe_route(logits, tokens, experts, top_k, renormalize, out);
+    inner().moe_route(logits, tokens, experts, top_k, renormalize, out);
     note("moe_route", out.topk_weights, tokens * top_k);
-  }
-  void scatter_rows(const float* src, int64_t n, int64_t dim, const int32_t* ids, float* dst) override {
-    in_->scatter_rows(src, n, dim, ids, dst);
   }
   void weighted_sum_rows(const float* rows, const float* weights, int64_t n, int32_t k, int64_t dim,
                          float* out) override {
-    in_->weighted_sum_rows(rows, weights, n, k, dim, out);
+    inner().weighted_sum_rows(rows, weights, n, k, dim, out);
     note("weighted_sum_rows", out, n * dim);
   }
   void sample_rows(float* logits, int32_t rows, int32_t vocab, const kernels::SamplingRow* params,
                    const kernels::TokenAdjust* adjusts, const uint32_t* masks, int32_t* tokens) override {
-    in_->sample_rows(logits, rows, vocab, params, adjusts, masks, tokens);
+    inner().sample_rows(logits, rows, vocab, params, adjusts, masks, tokens);
     trace_.push_back({"sample_rows", norms_, fnv1a(tokens, size_t(rows) * 4)});
   }
   bool can_record() const override { return false; }
@@ -118,7 +98,6 @@ class OpTraceBackend final : public Backend {
     trace_.push_back({op, norms_, fnv1a(out, size_t(n) * sizeof(float))});
   }
 
-  std::unique_ptr<Backend> in_;
   std::vector<TracedOp>& trace_;
   int32_t norms_ = 0;
 };

@@ -3,7 +3,7 @@
 
 namespace flashserve::kernels::FLASHSERVE_ISA {
 
-#define FLASHSERVE_OP_ADDRESS(name) &name,
+#define FLASHSERVE_OP_ADDRESS(name, params, args) &name,
 const CpuOps ops = {FLASHSERVE_CPU_OPS(FLASHSERVE_OP_ADDRESS)};
 #undef FLASHSERVE_OP_ADDRESS
 
