@@ -2,8 +2,10 @@
 // submitted at once and run to completion through the engine. Items are generated tokens.
 //   BM_Offline/max_num_seqs:N   32 requests, prompts 16-128 tokens, outputs 16-64 tokens
 //   BM_SharedPrefix/prefix_cache:0|1   32 requests sharing a 256-token system prompt
-//   BM_StepOverhead/running:N   the host's share of a decode step with N sequences running, each
-//                               holding a 1,024-token context: no model (items: steps)
+//   BM_StepOverhead/running:N/penalty:P   the host's share of a decode step with N sequences
+//                               running, each holding a 1,024-token context: no model (items:
+//                               steps); penalty 1: each with repetition_penalty 1.1 (the prompt's
+//                               tokens and the output's are the sampler's per-step adjusts)
 // Model: $FLASHSERVE_MODEL, else the project cache (scripts/fetch_model.sh); BM_StepOverhead uses
 // only its tokenizer.
 #include <benchmark/benchmark.h>
@@ -124,6 +126,7 @@ void BM_StepOverhead(benchmark::State& state) {
   for (int32_t i = 0; i < running; ++i) {
     SamplingParams p = fixed_length(kMaxSteps);
     p.temperature = 1.0f;  // the sampler's per-step work included, as for most requests
+    if (state.range(1) != 0) p.repetition_penalty = 1.1f;
     if (engine.submit({"r" + std::to_string(i), random_tokens(rng, kContext), p}, [](const RequestOutput&) {})) {
       std::abort();
     }
@@ -139,7 +142,10 @@ void BM_StepOverhead(benchmark::State& state) {
   state.SetItemsProcessed(steps);
   state.counters["per_seq"] = benchmark::Counter(double(steps * running), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_StepOverhead)->ArgName("running")->Arg(64)->Arg(256)->Iterations(1000)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_StepOverhead)
+    ->ArgNames({"running", "penalty"})
+    ->ArgsProduct({{64, 256}, {0, 1}})
+    ->Iterations(1000)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace flashserve

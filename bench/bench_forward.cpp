@@ -5,6 +5,7 @@
 // BM_DecodeOnKernels repeats one decode on each compiled copy of the CPU kernels this CPU runs
 // (kernels/cpu_isa.h: 0 scalar, 1 avx2, 2 avx2-vnni, 3 avx512, 4 avx512-vnni, 5 avx512-amx), BM_DecodeOnThreads on 1 and 2
 // kernel threads. The others run on the default: one thread per physical core.
+// BM_RunnerStepOverhead is the runner's host share of a decode step alone (no op runs).
 // Model: $FLASHSERVE_MODEL, else the project cache (scripts/fetch_model.sh).
 #include <benchmark/benchmark.h>
 
@@ -12,6 +13,7 @@
 
 #include "bench/real_model.h"
 #include "kernels/cpu_isa.h"
+#include "kernels/recording_backend.h"
 #include "kernels/threads.h"
 
 namespace flashserve {
@@ -112,6 +114,48 @@ BENCHMARK(BM_DecodeOnKernels)
     ->ArgNames({"kernels", "q8"})
     ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {0, 1}})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The real model's LlamaRunner on a backend that runs nothing (kernels::RecordingBackend): `running`
+// sequences the runner keeps, from a 1,024-token context, each step one token each, sampled at
+// temperature 1, a new block every 16 steps (the engine's step contract). What a step costs is the
+// runner's host work a GPU waits on between steps: checking, flattening, staging the inputs and the
+// block tables, the sampling rows. The recording backend's copies cost nothing, so transfers are
+// not in it. Items: steps.
+void BM_RunnerStepOverhead(benchmark::State& state) {
+  const int32_t running = int32_t(state.range(0));
+  constexpr int32_t kContext = 1024, kSteps = 1024;
+  const int32_t blocks_per_seq = (kContext + kSteps) / kBlockSize + 1;
+  RunnerConfig cfg;
+  cfg.block_size = kBlockSize;
+  cfg.max_num_seqs = cfg.max_num_batched_tokens = running;
+  LlamaRunner runner(real_model(), std::make_unique<kernels::RecordingBackend>(), cfg,
+                     [&](const kernels::Backend&, size_t) { return running * blocks_per_seq; });
+  ForwardBatch step;
+  for (int32_t s = 0; s < running; ++s) {
+    SequenceInput in{kContext, {42}, {block_range(s * blocks_per_seq, kContext / kBlockSize + 1)}, LogitRows::Last, s};
+    in.kept_id = s;
+    step.seqs.push_back(in);
+    step.samples.push_back({});
+  }
+  runner.forward(step);
+  int32_t context = kContext;
+  for (auto _ : state) {
+    ++context;
+    const bool new_block = context % kBlockSize == 0;
+    for (int32_t s = 0; s < running; ++s) {
+      SequenceInput& in = step.seqs[size_t(s)];
+      in.num_computed_tokens = context;
+      in.block_tables.clear();
+      if (new_block) in.block_tables.push_back({s * blocks_per_seq + context / kBlockSize});
+      step.samples[size_t(s)].row.uniform = 0.5;
+    }
+    benchmark::DoNotOptimize(runner.forward(step));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_RunnerStepOverhead)
+    ->ArgName("running")->Arg(64)->Arg(256)
+    ->Iterations(1000)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace flashserve

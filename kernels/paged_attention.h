@@ -25,7 +25,7 @@ struct KvLayout {
 struct AttentionBatch {
   const int32_t* query_start = nullptr;   // [num_seqs + 1]
   const int32_t* context_lens = nullptr;  // [num_seqs]: positions 0 .. context_len-1, the new ones included
-  const int32_t* block_tables = nullptr;  // [num_seqs][max_blocks_per_seq]
+  const int32_t* block_tables = nullptr;  // [rows][max_blocks_per_seq]: one row per sequence (table_rows)
   int32_t num_seqs = 0;
   int32_t max_blocks_per_seq = 0;
   // Upper bounds over the batch, known on the host. A GPU sizes its grid by them; a recorded step
@@ -37,6 +37,9 @@ struct AttentionBatch {
   // included); block-table entries wholly before the first query's window are never read (they may
   // be -1: the scheduler has returned those blocks).
   int32_t window = 0;
+  // [num_seqs]: the row of block_tables sequence s reads (a runner that keeps the tables on the
+  // backend across steps leaves each sequence in its row, model/resident_tables.h); null: row s.
+  const int32_t* table_rows = nullptr;
 };
 
 // Copies the new tokens' K and V rows into their slots, rounded to nearest (even) `kv_type`.

@@ -18,7 +18,8 @@ struct SeqSpan {
   const std::vector<int32_t>* block_tables;  // [KV group]
 };
 
-// The block tables a runner keeps across steps (SequenceInput::kept_id), as flatten() grows them.
+// The block tables a runner keeps across steps (SequenceInput::kept_id), as flatten() grows them:
+// the host's copy, which slots and checks read (model/resident_tables.h keeps the backend's).
 struct KeptTables {
   struct Kept {
     std::vector<std::vector<int32_t>> tables;  // [KV group]

@@ -98,9 +98,15 @@ void LlamaRunner::State::enqueue_layer(int32_t li, const StepShape& shape, const
   be->rope(q.get<float>(), in + at.positions, T, cfg.num_heads, cfg.head_dim, rope);
   be->rope(k.get<float>(), in + at.positions, T, cfg.num_kv_heads, cfg.head_dim, rope);
   be->kv_write(kv, k.get<float>(), v.get<float>(), in + at.slots_of(group), T);
-  const kernels::AttentionBatch batch{in + at.query_start,   in + at.context_lens, in + at.tables_of(group),
-                                      shape.seqs,            shape.table_stride,   shape.max_num_queries,
-                                      shape.max_context_len, groups.windows[group]};
+  const kernels::AttentionBatch batch{.query_start = in + at.query_start,
+                                      .context_lens = in + at.context_lens,
+                                      .block_tables = tables.table(group),
+                                      .num_seqs = shape.seqs,
+                                      .max_blocks_per_seq = tables.stride(),
+                                      .max_num_queries = shape.max_num_queries,
+                                      .max_context_len = shape.max_context_len,
+                                      .window = groups.windows[group],
+                                      .table_rows = in + at.table_rows};
   be->attention(q.get<float>(), kv, batch, cfg.num_heads, scale, attn.get<float>());
   linear(attn.get<float>(), T, l.wo, tmp.get<float>());
   if (l.post_attn_norm) be->rmsnorm(tmp.get<float>(), l.post_attn_norm, tmp.get<float>(), T, cfg.dim, cfg.rms_eps);
@@ -124,7 +130,7 @@ void LlamaRunner::State::scale_branch(int64_t T) {
 // The whole step, inputs already in `inputs`. Launches only -- no allocation, and no host sync for
 // a dense model -- so the same call records a decode step.
 void LlamaRunner::State::enqueue(const StepShape& shape) {
-  const InputLayout at(shape.tokens, shape.logit_rows, shape.seqs, shape.table_stride, groups.num_groups());
+  const InputLayout at(shape.tokens, shape.logit_rows, shape.seqs, groups.num_groups());
   const int32_t* in = inputs.get<int32_t>();
   be->get_rows(token_embd.data, token_embd.type, cfg.dim, in + at.token_ids, shape.tokens, x.get<float>());
   if (cfg.embed_scale != 1.0f) be->scale(x.get<float>(), cfg.embed_scale, int64_t(shape.tokens) * cfg.dim);

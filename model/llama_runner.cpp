@@ -1,6 +1,7 @@
-// One step = check and flatten the batch, stage its inputs as one packed int32 array, run the layer
-// sequence (or replay a recorded decode step), then sample on the backend. Buffers are sized once
-// for `capacity` rows and reused, so a recorded step finds its inputs and activations at fixed
+// One step = check and flatten the batch, bring the block tables kept on the backend up to date
+// (ResidentTables), stage the other inputs as one packed int32 array, run the layer sequence (or
+// replay a recorded decode step), then sample on the backend. Buffers are sized once for
+// `capacity` rows and reused, so a recorded step finds its inputs and activations at fixed
 // addresses.
 #include <algorithm>
 #include <stdexcept>
@@ -42,8 +43,9 @@ LlamaRunner::State::State(const Model& m, std::unique_ptr<kernels::Backend> back
       cfg(m.config()),
       opt(config),
       be(std::move(backend)),
-      table_stride((cfg.context_len + config.block_size - 1) / config.block_size),
-      groups(kv_groups(cfg)) {
+      groups(kv_groups(cfg)),
+      tables(*be, groups.num_groups(), (cfg.context_len + config.block_size - 1) / config.block_size,
+             config.max_num_seqs) {
   if (opt.block_size <= 0 || opt.max_num_seqs <= 0 || opt.max_num_batched_tokens <= 0) {
     throw std::invalid_argument("block size, max_num_seqs and max_num_batched_tokens must be positive");
   }
@@ -102,7 +104,7 @@ void LlamaRunner::State::allocate_step_buffers(int32_t rows) {
   up = {b, n * cfg.ffn_dim * f};
   last = {b, n * cfg.dim * f};
   logits = {b, n * cfg.vocab_size * f};
-  const InputLayout most(rows, rows, rows, table_stride, groups.num_groups());
+  const InputLayout most(rows, rows, rows, groups.num_groups());
   inputs = {b, size_t(most.total) * sizeof(int32_t)};
   staging.assign(size_t(most.total), 0);
   if (cfg.is_moe()) {
@@ -143,7 +145,7 @@ int32_t LlamaRunner::State::bucket_for(int32_t seqs) const {
   return 0;
 }
 
-void LlamaRunner::State::stage(const FlatBatch& fb, const InputLayout& at) {
+void LlamaRunner::State::stage(const FlatBatch& fb, const std::vector<int32_t>& table_rows, const InputLayout& at) {
   int32_t* p = staging.data();
   std::copy(fb.token_ids.begin(), fb.token_ids.end(), p + at.token_ids);
   std::copy(fb.positions.begin(), fb.positions.end(), p + at.positions);
@@ -153,25 +155,20 @@ void LlamaRunner::State::stage(const FlatBatch& fb, const InputLayout& at) {
     std::copy(slots, slots + ptrdiff_t(tokens), p + at.slots_of(g));
   }
   std::copy(fb.logit_rows.begin(), fb.logit_rows.end(), p + at.logit_rows);
+  std::copy(table_rows.begin(), table_rows.end(), p + at.table_rows);
   const int64_t seqs = int64_t(fb.seqs.size());
-  std::fill(p + at.block_tables, p + at.total, 0);
   for (int64_t s = 0; s < seqs; ++s) {
-    const SeqSpan& a = fb.seqs[s];
-    p[at.query_start + s] = a.query_start;
-    p[at.context_lens + s] = a.context_len;
-    const int32_t used = (a.context_len + opt.block_size - 1) / opt.block_size;
-    for (int32_t g = 0; g < groups.num_groups(); ++g) {
-      const int32_t* table = a.block_tables[g].data();
-      std::copy(table, table + used, p + at.tables_of(g) + s * at.table_stride);
-    }
+    p[at.query_start + s] = fb.seqs[s].query_start;
+    p[at.context_lens + s] = fb.seqs[s].context_len;
   }
   p[at.query_start + seqs] = int32_t(fb.token_ids.size());
 }
 
 // A decode batch padded to its bucket. Padding rows write no KV (slot -1) and attend to an empty
 // context; their logits are computed and ignored.
-void LlamaRunner::State::stage_padded_decode(const FlatBatch& fb, int32_t bucket, const InputLayout& at) {
-  stage(fb, at);
+void LlamaRunner::State::stage_padded_decode(const FlatBatch& fb, const std::vector<int32_t>& table_rows,
+                                             int32_t bucket, const InputLayout& at) {
+  stage(fb, table_rows, at);
   int32_t* p = staging.data();
   for (int32_t r = int32_t(fb.token_ids.size()); r < bucket; ++r) {
     p[at.token_ids + r] = 0;
@@ -180,6 +177,7 @@ void LlamaRunner::State::stage_padded_decode(const FlatBatch& fb, int32_t bucket
     p[at.logit_rows + r] = r;
     p[at.query_start + r] = r;
     p[at.context_lens + r] = 0;
+    p[at.table_rows + r] = 0;
   }
   p[at.query_start + bucket] = bucket;
 }
@@ -260,7 +258,7 @@ std::vector<kernels::OpUse> LlamaRunner::ops_needed(const Model& model, const Ru
   one_token.max_num_seqs = one_token.max_num_batched_tokens = 1;
   State dry(model, std::move(recorder), one_token);
   dry.allocate_kv_pool(1);
-  dry.enqueue({.tokens = 1, .logit_rows = 1, .seqs = 1, .max_num_queries = 1, .max_context_len = 1, .table_stride = 1});
+  dry.enqueue({.tokens = 1, .logit_rows = 1, .seqs = 1, .max_num_queries = 1, .max_context_len = 1});
   std::vector<kernels::OpUse> uses = seen.uses();
   uses.push_back({kernels::Op::SampleRows, DType::F32, {}});
   return uses;
@@ -293,19 +291,23 @@ static void check_sampling(const ForwardBatch& batch) {
 ForwardOutput LlamaRunner::forward(const ForwardBatch& batch) {
   State& s = *s_;
   ForwardOutput out;
+  s.tables.release(batch.released);  // before anything can refuse the batch, as flatten does
   const FlatBatch fb = flatten(batch, s.kept, s.cfg, s.opt.block_size, s.num_blocks, s.groups.windows, out);
   check_sampling(batch);
   const int32_t tokens = int32_t(fb.token_ids.size()), seqs = int32_t(fb.seqs.size());
   const int32_t rows = int32_t(fb.logit_rows.size());
   const bool decode = tokens == seqs;
   const int32_t bucket = decode && rows == seqs ? s.bucket_for(seqs) : 0;
+  const int64_t moves = s.tables.moves();
+  const std::vector<int32_t> table_rows = s.tables.update(batch, fb);
+  if (s.tables.moves() != moves) s.recorded.clear();  // they read the tables at the old address
 
   if (bucket > 0) {
     if (bucket > s.capacity) s.allocate_step_buffers(bucket);
     // Attention's bounds are the model's limits, not this step's, so one recording serves every step.
-    const StepShape shape{bucket, bucket, bucket, 1, s.cfg.context_len, s.table_stride};
-    const InputLayout at(bucket, bucket, bucket, s.table_stride, s.groups.num_groups());
-    s.stage_padded_decode(fb, bucket, at);
+    const StepShape shape{bucket, bucket, bucket, 1, s.cfg.context_len};
+    const InputLayout at(bucket, bucket, bucket, s.groups.num_groups());
+    s.stage_padded_decode(fb, table_rows, bucket, at);
     s.be->copy_in(s.inputs.get(), s.staging.data(), size_t(at.total) * sizeof(int32_t));
     s.run_recorded(shape);
   } else {
@@ -315,10 +317,9 @@ ForwardOutput LlamaRunner::forward(const ForwardBatch& batch) {
       max_queries = std::max(max_queries, a.num_queries);
       max_context = std::max(max_context, a.context_len);
     }
-    const int32_t stride = (max_context + s.opt.block_size - 1) / s.opt.block_size;
-    const StepShape shape{tokens, rows, seqs, max_queries, max_context, stride};
-    const InputLayout at(tokens, rows, seqs, stride, s.groups.num_groups());
-    s.stage(fb, at);
+    const StepShape shape{tokens, rows, seqs, max_queries, max_context};
+    const InputLayout at(tokens, rows, seqs, s.groups.num_groups());
+    s.stage(fb, table_rows, at);
     s.be->copy_in(s.inputs.get(), s.staging.data(), size_t(at.total) * sizeof(int32_t));
     s.enqueue(shape);
   }

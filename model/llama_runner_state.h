@@ -8,6 +8,7 @@
 #include "model/flat_batch.h"
 #include "model/kv_groups.h"
 #include "model/llama_runner.h"
+#include "model/resident_tables.h"
 
 namespace flashserve {
 
@@ -29,33 +30,28 @@ struct BackendExperts {
 using BackendLayer = LayerOf<const float*, BackendMatrix, BackendExperts>;
 
 // Where one step's inputs sit in the packed int32 array. It depends only on the step's shape, so a
-// recorded decode step for a bucket always reads its inputs from the same addresses. Slots and
-// block tables come once per KV group.
+// recorded decode step for a bucket always reads its inputs from the same addresses. Slots come
+// once per KV group; the block tables stay on the backend (ResidentTables), a sequence's row named
+// in table_rows.
 struct InputLayout {
-  InputLayout(int64_t tokens, int64_t num_logit_rows, int64_t seqs, int64_t table_stride, int64_t groups)
+  InputLayout(int64_t tokens, int64_t num_logit_rows, int64_t seqs, int64_t groups)
       : positions(tokens),
         slots(2 * tokens),
         logit_rows((2 + groups) * tokens),
         query_start(logit_rows + num_logit_rows),
         context_lens(query_start + seqs + 1),
-        block_tables(context_lens + seqs),
-        total(block_tables + groups * seqs * table_stride),
-        slots_per_group(tokens),
-        tables_per_group(seqs * table_stride),
-        table_stride(table_stride) {}
-  int64_t token_ids = 0, positions, slots, logit_rows, query_start, context_lens, block_tables, total;
-  int64_t slots_per_group, tables_per_group, table_stride;
+        table_rows(context_lens + seqs),
+        total(table_rows + seqs),
+        slots_per_group(tokens) {}
+  int64_t token_ids = 0, positions, slots, logit_rows, query_start, context_lens, table_rows, total;
+  int64_t slots_per_group;
   int64_t slots_of(int32_t group) const { return slots + group * slots_per_group; }
-  int64_t tables_of(int32_t group) const { return block_tables + group * tables_per_group; }
 };
 
 // What one enqueue of the forward pass computes.
 struct StepShape {
   int32_t tokens, logit_rows, seqs;
   int32_t max_num_queries, max_context_len;  // attention's bounds (see kernels::AttentionBatch)
-  // Block-table row length: the whole context window's for a recorded step (its addresses are
-  // fixed), else the step's longest context's, so staging costs what the step reads.
-  int32_t table_stride;
 };
 
 struct LlamaRunner::State {
@@ -65,8 +61,9 @@ struct LlamaRunner::State {
   void allocate_step_buffers(int32_t rows);
   void allocate_kv_pool(int32_t blocks);
   int32_t bucket_for(int32_t seqs) const;
-  void stage(const FlatBatch& fb, const InputLayout& at);
-  void stage_padded_decode(const FlatBatch& fb, int32_t bucket, const InputLayout& at);
+  void stage(const FlatBatch& fb, const std::vector<int32_t>& table_rows, const InputLayout& at);
+  void stage_padded_decode(const FlatBatch& fb, const std::vector<int32_t>& table_rows, int32_t bucket,
+                           const InputLayout& at);
   void run_recorded(const StepShape& shape);
   void sample(const ForwardBatch& batch, int32_t rows, ForwardOutput& out);
 
@@ -82,7 +79,6 @@ struct LlamaRunner::State {
   const ModelConfig& cfg;
   const RunnerConfig opt;
   std::unique_ptr<kernels::Backend> be;
-  const int32_t table_stride;  // the longest block-table row: enough blocks for the whole context window
   const KvGroups groups;
 
   BackendMatrix token_embd, output;
@@ -103,6 +99,8 @@ struct LlamaRunner::State {
   int32_t num_blocks = 0;
   std::vector<kernels::Buffer> k_cache, v_cache;  // [place in a KV group]: a block holds one row of each
   KeptTables kept;  // the running sequences' block tables, on the host
+  // The same on the backend, rows as long as the context window's blocks.
+  ResidentTables tables;
 
   kernels::Buffer sampling_rows, sampling_adjusts, sampling_masks, sampled_tokens;  // grown as batches need
   std::vector<kernels::SamplingRow> host_rows;

@@ -10,7 +10,6 @@
 #pragma once
 #include <cstdint>
 #include <random>
-#include <unordered_map>
 #include <optional>
 #include <vector>
 #include "grammar/token_masks.h"
@@ -31,11 +30,16 @@ class RequestSampler {
   void record(int32_t token);
 
  private:
+  // The entry of `token` in adjusts_, made if absent.
+  kernels::TokenAdjust& entry(int32_t token);
+
   const SamplingParams params_;
   std::mt19937_64 rng_;
-  std::unordered_map<int32_t, int32_t> output_counts_;  // generated token -> occurrences
-  std::vector<int32_t> prompt_tokens_;                  // sorted unique, for repetition_penalty
-  std::optional<grammar::GrammarMatcher> grammar_;       // where the output is in params_.grammar
+  const bool counts_output_;  // a penalty reads the output's tokens
+  // The tokens bias and history touch, by token id, kept as tokens are recorded: a step copies it
+  // rather than rebuilding it from the whole prompt and output.
+  std::vector<kernels::TokenAdjust> adjusts_;
+  std::optional<grammar::GrammarMatcher> grammar_;  // where the output is in params_.grammar
 };
 
 }  // namespace flashserve

@@ -64,7 +64,8 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   // All heads of the one query sit at the last position.
   const WarpRows mine{context - 1, max(0, min(R, group - warp * R)), batch.window};
-  const PagedKv kv{k_cache, v_cache, batch.block_tables + int64_t(seq) * batch.max_blocks_per_seq, layout.block_size,
+  const int32_t table_row = batch.table_rows ? batch.table_rows[seq] : seq;
+  const PagedKv kv{k_cache, v_cache, batch.block_tables + int64_t(table_row) * batch.max_blocks_per_seq, layout.block_size,
                    layout.num_kv_heads, kv_head};
   RowState<D, R> st;
   attend<T>(sh, kv, begin, end, mine, st);

@@ -193,7 +193,8 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();  // K and V overwrite the queries
   const int32_t pos[2] = {pos0 + r0 + g, pos0 + r0 + g + 8};
   const bool valid[2] = {r0 + g < rows, r0 + g + 8 < rows};
-  const PagedKv kv{k_cache, v_cache, batch.block_tables + int64_t(seq) * batch.max_blocks_per_seq, layout.block_size,
+  const int32_t table_row = batch.table_rows ? batch.table_rows[seq] : seq;
+  const PagedKv kv{k_cache, v_cache, batch.block_tables + int64_t(table_row) * batch.max_blocks_per_seq, layout.block_size,
                    layout.num_kv_heads, head / (num_heads / layout.num_kv_heads)};
   WarpState<D> st;
   // With a sliding window, the tile's first query sees nothing before pos0 - window + 1.

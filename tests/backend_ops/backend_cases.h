@@ -66,9 +66,10 @@ struct AttentionRun {
 };
 
 // kv_write of every sequence's K/V (random, from rng), then attention of its last num_queries
-// positions.
+// positions; resident_rows: the tables in rows of their own (AttentionArrays::resident_batch).
 inline AttentionRun run_attention(Backend& be, DType kv_type, int64_t hd, int32_t heads, int32_t kv_heads,
-                                  const std::vector<SeqSpec>& specs, std::mt19937& rng, int32_t window = 0) {
+                                  const std::vector<SeqSpec>& specs, std::mt19937& rng, int32_t window = 0,
+                                  bool resident_rows = false) {
   const kernels::KvLayout layout{16, kv_heads, int32_t(hd)};
   const int64_t kv_row = kv_heads * hd, q_row = heads * hd;
   AttentionArrays arrays;
@@ -101,13 +102,14 @@ inline AttentionRun run_attention(Backend& be, DType kv_type, int64_t hd, int32_
   On<float> dk(be, k), dv(be, v), dq(be, q), out(be, q.size());
   On<int32_t> dslots(be, slots);
   be.kv_write(kv, dk.get(), dv.get(), dslots.get(), int64_t(slots.size()));
-  kernels::AttentionBatch host = arrays.batch();
+  kernels::AttentionBatch batch = resident_rows ? arrays.resident_batch() : arrays.batch();
   On<int32_t> qs(be, arrays.query_start), lens(be, arrays.context_lens), tables(be, arrays.flat_tables);
-  kernels::AttentionBatch batch = host;
+  On<int32_t> table_rows(be, arrays.table_rows);
   batch.window = window;
   batch.query_start = qs.get();
   batch.context_lens = lens.get();
   batch.block_tables = tables.get();
+  if (resident_rows) batch.table_rows = table_rows.get();
   const float scale = 1.0f / std::sqrt(float(hd));
   be.attention(dq.get(), kv, batch, heads, scale, out.get());
 

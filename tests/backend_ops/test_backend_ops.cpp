@@ -213,8 +213,9 @@ TEST(BackendOps, NormsRopeAndSwiglu) {
 
 // run_attention against its f64 reference.
 void check_attention(Backend& be, DType kv_type, int64_t hd, int32_t heads, int32_t kv_heads,
-                     const std::vector<SeqSpec>& specs, std::mt19937& rng, int32_t window = 0) {
-  const AttentionRun r = run_attention(be, kv_type, hd, heads, kv_heads, specs, rng, window);
+                     const std::vector<SeqSpec>& specs, std::mt19937& rng, int32_t window = 0,
+                     bool resident_rows = false) {
+  const AttentionRun r = run_attention(be, kv_type, hd, heads, kv_heads, specs, rng, window, resident_rows);
   // The contract lets a GPU's prefill run on tensor cores, which round the queries and the softmax
   // weights to the cache type (docs/cuda.md): NMSE near u^2 with u = 2^-11 (F16) or 2^-8 (BF16); the
   // host emulator measured 3e-8 and 2e-6. Everything else is f32 arithmetic.
@@ -239,6 +240,8 @@ TEST(BackendOps, KvWriteAndAttention) {
                        std::to_string(hd) + " group " + std::to_string(group));
           check_attention(*be, kv_type, hd, 2 * group, 2, prefill, rng);
           check_attention(*be, kv_type, hd, 2 * group, 2, decode, rng);
+          check_attention(*be, kv_type, hd, 2 * group, 2, prefill, rng, 0, true);  // rows kept across steps
+          check_attention(*be, kv_type, hd, 2 * group, 2, decode, rng, 0, true);
           const kernels::OpShape windowed{.head_dim = hd, .group = group, .window = 24};
           if (!runs(*be, Op::Attention, kv_type, windowed)) continue;
           check_attention(*be, kv_type, hd, 2 * group, 2, prefill, rng, 24);  // Gemma 3's local layers

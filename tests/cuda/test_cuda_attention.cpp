@@ -180,13 +180,32 @@ std::vector<int32_t> context_lens(const Problem& p) {
   return lens;
 }
 
+// p.tables as a runner that keeps each sequence's row across steps holds them (AttentionBatch::
+// table_rows): sequence s in row 2 * (n - 1 - s) + 1, the rows between naming only sequence 0's
+// first block, so a sequence that read another's row or one between would get other results.
+std::vector<int32_t> resident_table_rows(const Problem& p) {
+  std::vector<int32_t> rows;
+  for (int32_t s = 0; s < p.num_seqs(); ++s) rows.push_back(2 * (p.num_seqs() - 1 - s) + 1);
+  return rows;
+}
+std::vector<int32_t> resident_tables(const Problem& p) {
+  const auto rows = resident_table_rows(p);
+  std::vector<int32_t> t(size_t(2 * p.num_seqs()) * size_t(p.max_blocks), p.tables.front());
+  for (int32_t s = 0; s < p.num_seqs(); ++s)
+    std::copy(p.table(size_t(s)), p.table(size_t(s)) + p.max_blocks, t.begin() + ptrdiff_t(rows[size_t(s)]) * p.max_blocks);
+  return t;
+}
+
 // The batch in device memory. The grid bounds are looser than the batch needs, as under a CUDA graph.
 struct GpuBatch {
-  DeviceBuffer<int32_t> query_start, context_lens_buf, tables;
+  DeviceBuffer<int32_t> query_start, context_lens_buf, tables, table_rows;
   kernels::AttentionBatch batch;
 
-  GpuBatch(const Problem& p, int32_t max_num_queries)
-      : query_start(query_starts(p)), context_lens_buf(context_lens(p)), tables(p.tables) {
+  GpuBatch(const Problem& p, int32_t max_num_queries, bool resident = false)
+      : query_start(query_starts(p)),
+        context_lens_buf(context_lens(p)),
+        tables(resident ? resident_tables(p) : p.tables),
+        table_rows(resident_table_rows(p)) {
     batch.query_start = query_start.get();
     batch.context_lens = context_lens_buf.get();
     batch.block_tables = tables.get();
@@ -194,6 +213,7 @@ struct GpuBatch {
     batch.max_blocks_per_seq = p.max_blocks;
     batch.max_num_queries = max_num_queries;
     batch.max_context_len = p.max_blocks * kBlockSize;
+    if (resident) batch.table_rows = table_rows.get();
   }
 };
 
@@ -209,16 +229,16 @@ std::vector<float> cpu_attention(const Problem& p, const Caches& c) {
 }
 
 // Rows the kernel leaves unwritten stay NaN and fail every comparison.
-std::vector<float> gpu_prefill(const Problem& p, Caches& c) {
-  GpuBatch b(p, p.max_queries() + 40);
+std::vector<float> gpu_prefill(const Problem& p, Caches& c, bool resident = false) {
+  GpuBatch b(p, p.max_queries() + 40, resident);
   DeviceBuffer<float> q(p.q), out(std::vector<float>(p.out_elems(), NAN));
   kc::prefill_attention(q.get(), c.gpu_k.get(), c.gpu_v.get(), p.cfg.kv_type, p.layout, b.batch, p.cfg.num_heads,
                         p.scale(), out.get(), nullptr);
   return out.to_host();
 }
 
-std::vector<float> gpu_decode(const Problem& p, Caches& c) {
-  GpuBatch b(p, 1);
+std::vector<float> gpu_decode(const Problem& p, Caches& c, bool resident = false) {
+  GpuBatch b(p, 1, resident);
   DeviceBuffer<float> q(p.q), out(std::vector<float>(p.out_elems(), NAN));
   const size_t ws_bytes =
       kc::decode_attention_workspace_bytes(p.num_seqs(), p.cfg.num_heads, p.cfg.head_dim, b.batch.max_context_len);
@@ -353,6 +373,20 @@ TEST_F(CudaAttention, DecodeEqualsPrefillOnOneQueryBatch) {
     Caches c(p);
     ASSERT_NO_FATAL_FAILURE(expect_close(gpu_decode(p, c), gpu_prefill(p, c), describe(cfg) + ": decode vs prefill",
                                          tensor_core_tol(cfg.kv_type)));
+  }
+}
+
+// Rows found through table_rows give the very results of rows in batch order, in both kernels.
+TEST_F(CudaAttention, ResidentTableRowsReadEachSequencesOwnRow) {
+  std::mt19937 rng(65);
+  for (const Config& cfg : all_configs()) {
+    SCOPED_TRACE(describe(cfg));
+    const Problem prefill = make_problem(rng, cfg, kPrefillBatch);
+    Caches cp(prefill);
+    EXPECT_EQ(gpu_prefill(prefill, cp, true), gpu_prefill(prefill, cp)) << "prefill";
+    const Problem decode = make_problem(rng, cfg, kDecodeBatch, kDecodeTablePositions);
+    Caches cd(decode);
+    EXPECT_EQ(gpu_decode(decode, cd, true), gpu_decode(decode, cd)) << "decode";
   }
 }
 

@@ -152,7 +152,7 @@ inline std::vector<double> ref_attention_row(const float* q, const std::vector<c
 
 // Host arrays behind a kernels::AttentionBatch, built a sequence at a time.
 struct AttentionArrays {
-  std::vector<int32_t> query_start{0}, context_lens, flat_tables;
+  std::vector<int32_t> query_start{0}, context_lens, flat_tables, table_rows;
   std::vector<std::vector<int32_t>> tables;
 
   void add(int32_t num_queries, int32_t context_len, std::vector<int32_t> table) {
@@ -176,6 +176,22 @@ struct AttentionArrays {
       b.max_num_queries = std::max(b.max_num_queries, query_start[s + 1] - query_start[s]);
       b.max_context_len = std::max(b.max_context_len, context_lens[s]);
     }
+    return b;
+  }
+  // The same tables as a runner that keeps each sequence's row across steps holds them
+  // (AttentionBatch::table_rows): sequence s in row 2 * (n - 1 - s) + 1, the rows between naming
+  // only sequence 0's first block, so reading another row than its own changes a sequence's result.
+  kernels::AttentionBatch resident_batch() {
+    kernels::AttentionBatch b = batch();
+    const size_t n = tables.size(), stride = size_t(b.max_blocks_per_seq);
+    flat_tables.assign(2 * n * stride, tables[0].empty() ? 0 : tables[0][0]);
+    table_rows.clear();
+    for (size_t s = 0; s < n; ++s) {
+      table_rows.push_back(int32_t(2 * (n - 1 - s) + 1));
+      std::copy(tables[s].begin(), tables[s].end(), flat_tables.begin() + ptrdiff_t(size_t(table_rows.back()) * stride));
+    }
+    b.block_tables = flat_tables.data();
+    b.table_rows = table_rows.data();
     return b;
   }
 };

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "kernels/sampling.h"
 #include "scheduler/sampler.h"
@@ -315,6 +316,29 @@ TEST(Sampler, PresencePenaltyAppliesOnceAndIgnoresPrompt) {
   p.presence_penalty = 0.55f;
   // 0: 1.0 -> 0.45 | 1: 0.5 -> -0.05 | 2: 0.4. The prompt's 0 does not count.
   EXPECT_EQ(greedy_run(p, {1.0f, 0.5f, 0.4f}, {0}, 4), (Ids{0, 1, 0, 0}));
+}
+
+// The tokens bias and history touch, as the runner gets them: one entry per token, by id, kept as
+// tokens are recorded.
+TEST(Sampler, AdjustsListEachTouchedTokenOnceInOrder) {
+  SamplingParams p;
+  p.repetition_penalty = 1.2f;
+  p.frequency_penalty = 0.5f;
+  p.logit_bias = {{7, 2.0f}, {3, -1.0f}, {7, 1.0f}};
+  RequestSampler sampler(p, {9, 3, 9, 5}, 1);
+  for (int32_t t : {5, 11, 5}) sampler.record(t);
+  const SamplingStep step = sampler.step();
+  std::vector<std::tuple<int32_t, int32_t, int32_t, float>> got;  // token, output count, seen, bias
+  for (const kernels::TokenAdjust& a : step.adjusts) got.emplace_back(a.token, a.output_count, a.seen, a.bias);
+  using E = std::tuple<int32_t, int32_t, int32_t, float>;
+  EXPECT_EQ(got, (std::vector<E>{E{3, 0, 1, -1.0f}, E{5, 2, 1, 0.0f}, E{7, 0, 0, 3.0f}, E{9, 0, 1, 0.0f}, E{11, 1, 1, 0.0f}}));
+  EXPECT_EQ(step.row.adjust_begin, 0);
+  EXPECT_EQ(step.row.adjust_end, 5);
+
+  SamplingParams plain;  // no penalty: outputs touch nothing
+  RequestSampler quiet(plain, {1, 2}, 1);
+  quiet.record(4);
+  EXPECT_TRUE(quiet.step().adjusts.empty());
 }
 
 TEST(Sampler, LogitBiasBansAndForces) {

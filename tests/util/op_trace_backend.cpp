@@ -1,10 +1,10 @@
 #include "tests/util/op_trace_backend.h"
 
-#include "tests/util/forwarding_backend.h"
-
 #include <algorithm>
 #include <functional>
 #include <stdexcept>
+
+#include "tests/util/forwarding_backend.h"
 
 namespace flashserve::test {
 namespace {

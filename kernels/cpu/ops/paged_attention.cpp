@@ -262,7 +262,8 @@ void attend_all(const float* q, const T* kc, const T* vc, const KvLayout& layout
                       group, t.tokens, int64_t(num_heads) * hd, t.context};
     const size_t need = size_t(g.rows()) * size_t(t.context + t.tokens - first);
     scratch.scores.resize(std::max(scratch.scores.size(), need));
-    const int32_t* table = batch.block_tables + int64_t(t.seq) * batch.max_blocks_per_seq;
+    const int32_t table_row = batch.table_rows ? batch.table_rows[t.seq] : t.seq;
+    const int32_t* table = batch.block_tables + int64_t(table_row) * batch.max_blocks_per_seq;
     attend_tile(KvView{layout, table, kv_head}, kc, vc, g, first, scale, scratch);
   });
 }
