@@ -53,6 +53,11 @@ void EngineOptions::add_to(CLI::App& app) {
   app.add_option("--kv-cache-dtype", kv_cache_dtype, "KV cache element type: f16, bf16 (cuda) or f32 (cpu)")
       ->check(CLI::IsMember({"f16", "bf16", "f32"}))
       ->capture_default_str();
+  app.add_option("--max-tokens-default", max_tokens_default,
+                 "Tokens a request that sets no max_tokens may generate (0: a chat may fill the context window, a "
+                 "completion gets OpenAI's 16)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--chat-template", chat_template_file, "Jinja chat template file used instead of the model's own")
       ->check(CLI::ExistingFile);
   app.add_option("--cpu-activations", cpu_activations,

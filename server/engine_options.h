@@ -29,6 +29,9 @@ struct EngineOptions {
   bool batch_invariant = false;
   std::string cpu_activations = "q8";  // cpu: q8 (integer dots for quantized weights) or f32 (exact)
   std::string chat_template_file;    // a Jinja file used instead of the model's own template
+  // What a request that sets no max_tokens may generate at most (0: a chat the rest of the context
+  // window, a completion OpenAI's 16).
+  int32_t max_tokens_default = 0;
 
   void add_to(CLI::App& app);
   EngineConfig engine_config() const;

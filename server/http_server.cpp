@@ -5,6 +5,7 @@
 #include <ctime>
 #include <stdexcept>
 
+#include "server/cors.h"
 #include "server/http_loop.h"
 #include "server/http_router.h"
 #include "server/http_wire.h"
@@ -47,7 +48,10 @@ std::chrono::milliseconds millis(double seconds) { return std::chrono::milliseco
 
 struct HttpServer::Impl : HttpHandler {
   Impl(Serving& serving, std::function<std::string()> render_metrics, HttpOptions options)
-      : serving(serving), render_metrics(std::move(render_metrics)), options(std::move(options)) {}
+      : serving(serving),
+        render_metrics(std::move(render_metrics)),
+        options(std::move(options)),
+        cors(this->options.allowed_origins) {}
 
   void setup_routes();
   // Wraps a handler: the API key check (when `authenticated`), and exceptions mapped to error JSON.
@@ -59,6 +63,7 @@ struct HttpServer::Impl : HttpHandler {
   void ready(httplib::Response& res) const;
   void tokenize(const httplib::Request& req, httplib::Response& res) const;
   void detokenize(const httplib::Request& req, httplib::Response& res) const;
+  void preflight(const httplib::Request& req, httplib::Response& res) const;
 
   // HttpHandler
   bool runs_inline(std::string_view method, std::string_view target) const override;
@@ -68,6 +73,7 @@ struct HttpServer::Impl : HttpHandler {
   Serving& serving;
   std::function<std::string()> render_metrics;
   HttpOptions options;
+  CorsPolicy cors;
   const int64_t created = int64_t(std::time(nullptr));
   HttpRouter router;
   std::unique_ptr<TlsContext> tls;
@@ -104,7 +110,23 @@ void HttpServer::Impl::generate(const httplib::Request& req, Endpoint endpoint) 
   const std::function<bool()>& cancelled = HttpRouter::exchange().cancelled;
   GenerationRequest request = endpoint == Endpoint::Chat ? parse_chat_request(body, serving, cancelled)
                                                          : parse_completion_request(body, serving, cancelled);
-  HttpRouter::defer(std::make_unique<GenerationJob>(serving, std::move(request), HttpRouter::exchange()));
+  HttpRouter::defer(std::make_unique<GenerationJob>(serving, std::move(request), HttpRouter::exchange(),
+                                                    cors.answer_headers(req.get_header_value("Origin"))));
+}
+
+// A browser's CORS preflight: answered for an allowed origin (no API key: browsers send none here),
+// refused for any other.
+void HttpServer::Impl::preflight(const httplib::Request& req, httplib::Response& res) const {
+  const std::string origin = req.get_header_value("Origin");
+  if (!cors.allows(origin)) {
+    send_error(res, ApiError(403, "origin '" + origin + "' is not allowed (--allowed-origins)", "invalid_request_error",
+                             "", "origin_not_allowed"));
+    return;
+  }
+  for (const auto& [name, value] : cors.preflight_headers(origin, req.get_header_value("Access-Control-Request-Headers"))) {
+    res.set_header(name, value);
+  }
+  res.status = 204;
 }
 
 json HttpServer::Impl::model_card() const {
@@ -169,6 +191,14 @@ void HttpServer::Impl::setup_routes() {
     router.Get(path, not_allowed("POST"));
   }
   for (const char* path : {"/v1/models", "/health", "/ready", "/metrics"}) router.Post(path, not_allowed("GET"));
+
+  if (cors.enabled()) {
+    router.Options(R"(/.*)", guarded([this](const auto& req, auto& res) { preflight(req, res); }, false));
+    // Every answer httplib writes; deferred ones (generation) add the same headers themselves.
+    router.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      for (const auto& [name, value] : cors.answer_headers(req.get_header_value("Origin"))) res.set_header(name, value);
+    });
+  }
 
   router.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return HandlerResponse::Unhandled;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 #include "server/api_key.h"
 #include "server/serving.h"
 
@@ -25,6 +26,7 @@ struct HttpOptions {
   double idle_timeout_s = 30;            // a connection that sends nothing for this long is closed
   double request_timeout_s = 10;         // a request must arrive whole within this (else 408)
   std::string tls_cert, tls_key;         // both set: HTTPS
+  std::vector<std::string> allowed_origins;  // CORS (server/cors.h): browser origins allowed, "*" any; empty: off
 };
 
 class HttpServer {

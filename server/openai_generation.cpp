@@ -6,7 +6,7 @@ namespace flashserve {
 
 ChoiceStreams::ChoiceStreams(Serving& serving, const GenerationRequest& request, const ExchangeInfo& exchange)
     : serving_(serving) {
-  std::vector<GenerateRequest> choices = engine_requests(request, serving.max_model_len());
+  std::vector<GenerateRequest> choices = engine_requests(request, serving.max_model_len(), serving.max_tokens_default());
   for (GenerateRequest& g : choices) g.arrival = exchange.arrival;
   SubmitResult submitted = serving.submit(std::move(choices), exchange.wake);
   if (submitted.error) throw api_error(*submitted.error);
@@ -36,18 +36,22 @@ std::vector<ChoiceEvent> ChoiceStreams::poll() {
   return events;
 }
 
-GenerationJob::GenerationJob(Serving& serving, GenerationRequest request, const ExchangeInfo& exchange)
+GenerationJob::GenerationJob(Serving& serving, GenerationRequest request, const ExchangeInfo& exchange,
+                             HeaderList headers)
     : request_(std::move(request)),
       closing_(exchange.closing),
+      headers_(std::move(headers)),
       builder_(request_, serving.tokenizer(), serving.model_name(), serving.system_fingerprint()),
       streams_(serving, request_, exchange) {}
 
 std::string GenerationJob::head() const {
-  return http_chunked_head(200, "text/event-stream", {{"Cache-Control", "no-cache"}}, closing_);
+  HeaderList headers = headers_;
+  headers.emplace_back("Cache-Control", "no-cache");
+  return http_chunked_head(200, "text/event-stream", headers, closing_);
 }
 
 std::string GenerationJob::error_response(const ApiError& e) const {
-  HeaderList headers;
+  HeaderList headers = headers_;
   if (e.retry_after_s > 0) headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
   return http_response(e.status, "application/json", dump(error_body(e)), headers, closing_);
 }
@@ -61,7 +65,7 @@ std::string GenerationJob::advance(bool& done) {
     if (!over) return "";
     done = true;
     if (builder_.failure()) return error_response(api_error(*builder_.failure()));
-    return http_response(200, "application/json", builder_.finish(), {}, closing_);
+    return http_response(200, "application/json", builder_.finish(), headers_, closing_);
   }
   std::string out;
   if (!head_sent_) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 #include "server/http_exchange.h"
+#include "server/http_wire.h"
 #include "server/openai_response.h"
 
 namespace flashserve {
@@ -36,7 +37,8 @@ class ChoiceStreams {
 class GenerationJob : public DeferredResponse {
  public:
   // Submits the request (throws ApiError when refused: nothing has been sent yet).
-  GenerationJob(Serving& serving, GenerationRequest request, const ExchangeInfo& exchange);
+  // `headers` go on the answer, whatever it turns out to be (CORS).
+  GenerationJob(Serving& serving, GenerationRequest request, const ExchangeInfo& exchange, HeaderList headers);
 
   std::string advance(bool& done) override;
   std::string abandon() override;
@@ -47,6 +49,7 @@ class GenerationJob : public DeferredResponse {
 
   GenerationRequest request_;
   bool closing_;
+  HeaderList headers_;
   ResponseBuilder builder_;
   ChoiceStreams streams_;
   bool head_sent_ = false;

@@ -29,7 +29,7 @@ const std::set<std::string_view> kCompletionFields = {"prompt", "logprobs", "ech
 const std::set<std::string_view> kChatFields = {
     "messages", "logprobs", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
     "functions", "function_call", "store", "metadata", "service_tier", "modalities", "audio", "prediction",
-    "reasoning_effort", "web_search_options"};
+    "reasoning_effort", "web_search_options", "prompt_cache_key", "safety_identifier", "verbosity"};
 
 void refuse_unknown(const json& body, const std::set<std::string_view>& own) {
   for (const auto& [key, value] : body.items()) {
@@ -163,7 +163,11 @@ void parse_stream_options(const json& body, GenerationRequest& r) {
 // Fields both endpoints share.
 void parse_common(const json& body, GenerationRequest& r) {
   SamplingParams& p = r.params;
-  if (auto v = opt_float(body, "temperature")) p.temperature = *v;
+  if (auto v = opt_float(body, "temperature")) {
+    // OpenAI's range; the engine (and gRPC) take any finite temperature >= 0.
+    if (*v > 2.0f) throw bad_request("'temperature' must be in [0, 2], got " + json(*v).dump(), "temperature");
+    p.temperature = *v;
+  }
   if (auto v = opt_float(body, "top_p")) p.top_p = *v;
   if (auto v = opt_int(body, "top_k")) p.top_k = *v == -1 ? 0 : *v;  // vLLM spells "off" as -1
   if (auto v = opt_float(body, "min_p")) p.min_p = *v;
@@ -246,9 +250,28 @@ void refuse_unless(const json& body, const char* key, const std::function<bool(c
 bool is_false(const json& v) { return v.is_boolean() && !v.get<bool>(); }
 bool is_empty(const json& v) { return (v.is_array() || v.is_object() || v.is_string()) && v.empty(); }
 
+// OpenAI's metadata: at most 16 string pairs, keys up to 64 characters, values up to 512. A label
+// for the caller's bookkeeping, as `user` is: checked, then not used.
+void check_metadata(const json& body) {
+  const json* m = field(body, "metadata");
+  if (!m) return;
+  const ApiError bad = bad_request(
+      "'metadata' must be an object of at most 16 string values, keys up to 64 characters, values up to 512",
+      "metadata");
+  if (!m->is_object() || m->size() > 16) throw bad;
+  for (const auto& [key, value] : m->items()) {
+    if (key.size() > 64 || !value.is_string() || value.get_ref<const std::string&>().size() > 512) throw bad;
+  }
+}
+
 void refuse_unsupported_chat(const json& body) {
   refuse_unless(body, "store", is_false, "this server stores nothing");
-  refuse_unless(body, "metadata", is_empty, "it only applies to stored completions, and this server stores nothing");
+  check_metadata(body);
+  // Hints: the prefix cache finds shared prompts by their content, whatever key they come with.
+  opt_string(body, "prompt_cache_key");
+  opt_string(body, "safety_identifier");
+  refuse_unless(body, "verbosity", [](const json& v) { return v == "medium"; },
+                "only the default, \"medium\": this server does not steer an answer's length");
   refuse_unless(body, "service_tier", [](const json& v) { return v == "auto" || v == "default"; }, "there is one tier");
   refuse_unless(body, "modalities", [](const json& v) { return v == json::array({"text"}); }, "only [\"text\"]");
   for (const char* key : {"audio", "prediction", "reasoning_effort", "web_search_options"}) {
@@ -492,28 +515,31 @@ std::vector<int32_t> parse_detokenize_request(const json& body, const Serving& s
   return ids;
 }
 
-SamplingParams params_for(const GenerationRequest& r, int32_t choice, int32_t max_model_len) {
+SamplingParams params_for(const GenerationRequest& r, int32_t choice, int32_t max_model_len,
+                          int32_t max_tokens_default) {
   SamplingParams p = r.params;
   const int32_t prompt_len = int32_t(r.prompts[size_t(choice / r.n)].size());
   if (r.max_tokens) {
     p.max_tokens = *r.max_tokens;
   } else if (r.endpoint == Endpoint::Completions) {
-    p.max_tokens = 16;  // OpenAI's default for completions
+    p.max_tokens = max_tokens_default > 0 ? max_tokens_default : 16;  // OpenAI's default for completions
   } else {
     // Chat: the rest of what one request may hold (at least 1, so an overlong prompt is refused as
-    // too long rather than as a bad max_tokens).
+    // too long rather than as a bad max_tokens), no more than the server's default when it has one.
     p.max_tokens = std::max(1, max_model_len - prompt_len);
+    if (max_tokens_default > 0) p.max_tokens = std::min(p.max_tokens, max_tokens_default);
   }
   if (p.seed) *p.seed += uint64_t(choice % r.n);
   return p;
 }
 
-std::vector<GenerateRequest> engine_requests(const GenerationRequest& r, int32_t max_model_len) {
+std::vector<GenerateRequest> engine_requests(const GenerationRequest& r, int32_t max_model_len,
+                                             int32_t max_tokens_default) {
   std::vector<GenerateRequest> choices;
   for (int32_t c = 0; c < r.num_choices(); ++c) {
     GenerateRequest& g = choices.emplace_back();
     g.prompt_ids = r.prompts[size_t(c / r.n)];
-    g.params = params_for(r, c, max_model_len);
+    g.params = params_for(r, c, max_model_len, max_tokens_default);
     g.priority = r.priority;
   }
   return choices;

@@ -57,9 +57,12 @@ std::vector<int32_t> parse_tokenize_request(const json& body, const Serving& ser
 // POST /detokenize: {tokens} -> ids, each checked against the vocabulary.
 std::vector<int32_t> parse_detokenize_request(const json& body, const Serving& serving);
 
-// The engine parameters of choice `choice` (prompt choice / n): its max_tokens, and seed + i.
-SamplingParams params_for(const GenerationRequest& r, int32_t choice, int32_t max_model_len);
+// The engine parameters of choice `choice` (prompt choice / n): its max_tokens (the request's, else
+// the default: max_tokens_default when > 0, capped for a chat by what the context window has left),
+// and seed + i.
+SamplingParams params_for(const GenerationRequest& r, int32_t choice, int32_t max_model_len, int32_t max_tokens_default);
 // Every choice of `r` as an engine request, ready for Serving::submit (arrival left to the caller).
-std::vector<GenerateRequest> engine_requests(const GenerationRequest& r, int32_t max_model_len);
+std::vector<GenerateRequest> engine_requests(const GenerationRequest& r, int32_t max_model_len,
+                                             int32_t max_tokens_default);
 
 }  // namespace flashserve

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <ctime>
 #include <random>
+#include <utility>
 
 namespace flashserve {
 namespace {
@@ -147,7 +148,8 @@ std::string ResponseBuilder::start() const {
   if (!request_.stream || request_.endpoint != Endpoint::Chat) return "";
   std::string out;
   for (int32_t i = 0; i < request_.num_choices(); ++i) {
-    out += sse_event(chat_chunk(i, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr));
+    const json content = request_.tools ? json(nullptr) : json("");  // see Choice::held_content
+    out += sse_event(chat_chunk(i, {{"role", "assistant"}, {"content", content}}, nullptr, nullptr));
   }
   return out;
 }
@@ -196,9 +198,23 @@ std::string ResponseBuilder::stream_chunks(const ChoiceEvent& e) {
       parsed.calls.insert(parsed.calls.end(), rest.calls.begin(), rest.calls.end());
     }
   }
+  json content = std::move(parsed.content);
+  bool flushed = false;  // the held content goes out now, even empty: it is no longer null
+  if (c.calls && !c.content_sent) {
+    c.held_content += content.get<std::string>();
+    const bool blank = c.held_content.find_first_not_of(" \t\r\n") == std::string::npos;
+    // The whole answer's content is its raw text when no call was made, blank or not.
+    const bool ends_without_calls = o.finish && c.calls->num_calls() == 0;
+    content = nullptr;
+    if (!blank || ends_without_calls) {
+      content = std::exchange(c.held_content, "");
+      c.content_sent = flushed = true;
+    }
+  }
   std::string out;
-  if (!parsed.content.empty() || with_logprobs) {
-    out += sse_event(chat_chunk(e.choice, {{"content", parsed.content}}, std::move(logprobs), nullptr));
+  const bool has_text = content.is_string() && !content.get_ref<const std::string&>().empty();
+  if (has_text || flushed || with_logprobs) {
+    out += sse_event(chat_chunk(e.choice, {{"content", std::move(content)}}, std::move(logprobs), nullptr));
   }
   for (const ToolCallDelta& d : parsed.calls) {
     out += sse_event(chat_chunk(e.choice, {{"tool_calls", json::array({tool_call_delta(d)})}}, nullptr, nullptr));

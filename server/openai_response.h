@@ -44,6 +44,10 @@ class ResponseBuilder {
     int32_t num_cached_tokens = 0;
     size_t text_offset = 0;            // streaming completions: bytes before the next token
     std::optional<ToolCallParser> calls;  // streaming chat with tools: the output read for calls
+    // Streaming chat with tools: the content stays null (as in the whole answer, chat_message) until
+    // something but whitespace arrives; what came before is held here.
+    std::string held_content;
+    bool content_sent = false;
   };
   std::string abort_chunk(int32_t choice) const;
   std::string error_event() const;

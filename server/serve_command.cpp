@@ -161,6 +161,9 @@ void add_http_options(CLI::App& app, HttpOptions& h) {
                  "Seconds a request may take to arrive whole, head and body (slow clients get 408)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--allowed-origins", h.allowed_origins,
+                 "Browser origins allowed to call the API (CORS), comma-separated, or * for any (default: none)")
+      ->delimiter(',');
 }
 
 void add_grpc_options(CLI::App& app, GrpcOptions& g) {

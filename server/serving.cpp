@@ -75,6 +75,7 @@ Serving::Serving(const Model& model, std::string served_model_name, const Engine
       max_waiting_(options.max_waiting),
       engine_(*runner_, model.tokenizer(), options.engine_config()),
       max_prompt_bytes_(size_t(engine_.max_model_len()) * longest_token_bytes(model.tokenizer())),
+      max_tokens_default_(options.max_tokens_default),
       fingerprint_(fingerprint(model, options)),
       outputs_(engine_, model.tokenizer()) {
   // A template file asked for must work; a model without a usable one only loses chat.

@@ -81,6 +81,7 @@ class Serving {
   // bytes than the vocabulary's longest. Checked before tokenizing, so an oversized prompt costs
   // no tokenizer time.
   size_t max_prompt_bytes() const { return max_prompt_bytes_; }
+  int32_t max_tokens_default() const { return max_tokens_default_; }  // --max-tokens-default (0: none)
   // OpenAI's system_fingerprint: names this build and model configuration.
   const std::string& system_fingerprint() const { return fingerprint_; }
 
@@ -138,6 +139,7 @@ class Serving {
   int32_t max_waiting_;
   Engine engine_;
   size_t max_prompt_bytes_;
+  int32_t max_tokens_default_;
   std::string fingerprint_;
   OutputProcessor outputs_;
   std::atomic<uint64_t> next_id_{0};

@@ -44,7 +44,7 @@ void generation(const GenerationRequest& r) {
   expect(r.logprobs == (r.params.logprobs >= 0), "logprobs asked for but not set, or the reverse");
   expect(!r.prompts.empty(), "no prompt");
   expect(r.endpoint == Endpoint::Completions || r.prompts.size() == 1, "a chat request with several prompts");
-  const std::vector<GenerateRequest> choices = engine_requests(r, serving().max_model_len());
+  const std::vector<GenerateRequest> choices = engine_requests(r, serving().max_model_len(), serving().max_tokens_default());
   expect(int64_t(choices.size()) == r.num_choices(), "engine_requests does not give one engine request per choice");
   // What Engine::check runs on these parameters at submit; its refusal becomes a 400 too.
   for (const GenerateRequest& g : choices) validate(g.params, serving().tokenizer().vocab_size());

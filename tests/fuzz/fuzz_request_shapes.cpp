@@ -144,7 +144,7 @@ void openai(Recipe& r) {
         const json parsed = parse_body(body);
         const GenerationRequest g =
             endpoint == 0 ? parse_completion_request(parsed, sv) : parse_chat_request(parsed, sv);
-        for (const GenerateRequest& c : engine_requests(g, sv.max_model_len())) check_params(c.params);
+        for (const GenerateRequest& c : engine_requests(g, sv.max_model_len(), sv.max_tokens_default())) check_params(c.params);
         break;
       }
       case 2: parse_tokenize_request(parse_body(body), sv); break;

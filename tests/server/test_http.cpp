@@ -107,6 +107,26 @@ TEST_F(HttpApi, DefaultMaxTokensFollowOpenAI) {
   EXPECT_EQ(chat.body["choices"][0]["finish_reason"], "length");
 }
 
+// --max-tokens-default: the default of both endpoints, a chat's still capped by the window.
+TEST(HttpMaxTokensDefault, ReplacesTheDefaultsButNotAnAskedMaxTokens) {
+  EngineOptions options = test_engine_options();
+  options.max_tokens_default = 5;
+  HttpHarness h(tiny_model(), options);
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"temperature", 0}, {"ignore_eos", true}};
+  const json completion = {{"prompt", "hi"}, {"temperature", 0}, {"ignore_eos", true}};
+  for (const auto& [path, body] : {std::pair{"/v1/chat/completions", chat}, std::pair{"/v1/completions", completion}}) {
+    SCOPED_TRACE(path);
+    const Reply r = post(h, path, body);
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["usage"]["completion_tokens"], 5);
+    json asked = body;
+    asked["max_tokens"] = 7;
+    const Reply more = post(h, path, asked);
+    ASSERT_EQ(more.status, 200) << more.text;
+    EXPECT_EQ(more.body["usage"]["completion_tokens"], 7);
+  }
+}
+
 TEST_F(HttpApi, PromptFormsAgree) {
   const std::vector<int32_t> ids = tokenize("the cat");
   const std::string as_text = post(*h_, "/v1/completions", greedy({{"prompt", "the cat"}})).body["choices"][0]["text"];

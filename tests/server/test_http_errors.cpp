@@ -114,6 +114,8 @@ TEST_F(HttpErrors, BadValues) {
   expect_error(post(*h_, "/v1/completions", with(kCompletion, "n", 17)), 400);
   expect_error(post(*h_, "/v1/completions", with(kCompletion, "n", 0)), 400);
   expect_error(post(*h_, "/v1/completions", with(kCompletion, "temperature", -1)), 400);
+  expect_error(post(*h_, "/v1/completions", with(kCompletion, "temperature", 2.5)), 400);  // OpenAI's [0, 2]
+  expect_error(post(*h_, "/v1/chat/completions", with(kChat, "temperature", 5)), 400);
   expect_error(post(*h_, "/v1/completions", with(kCompletion, "top_p", 0)), 400);
   expect_error(post(*h_, "/v1/completions", with(kCompletion, "max_tokens", 0)), 400);
   expect_error(post(*h_, "/v1/completions", with(kCompletion, "logprobs", 21)), 400);
@@ -128,6 +130,42 @@ TEST_F(HttpErrors, BadValues) {
                     with(kChat, "messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}})),
                400);
   EXPECT_TRUE(all_blocks_free(h_->serving));
+}
+
+// Current OpenAI fields that are labels or hints are accepted, checked for their shape; one that
+// asks for what the server does not do is refused by name.
+TEST_F(HttpErrors, CurrentOpenAiHintsAreAcceptedAndChecked) {
+  json body = kChat;
+  body["prompt_cache_key"] = "tenant-7";
+  body["safety_identifier"] = "user-hash";
+  body["metadata"] = {{"team", "search"}, {"run", "42"}};
+  body["verbosity"] = "medium";
+  body["temperature"] = 2;
+  const Reply ok = post(*h_, "/v1/chat/completions", body);
+  EXPECT_EQ(ok.status, 200) << ok.text;
+
+  json many = json::object();
+  for (int i = 0; i < 17; ++i) many["k" + std::to_string(i)] = "v";
+  const std::vector<std::pair<const char*, json>> bad = {
+      {"prompt_cache_key", 5},
+      {"safety_identifier", json::array()},
+      {"metadata", "x"},
+      {"metadata", {{"n", 1}}},
+      {"metadata", {{std::string(65, 'k'), "v"}}},
+      {"metadata", {{"k", std::string(513, 'v')}}},
+      {"metadata", many},
+      {"verbosity", "low"},
+  };
+  for (const auto& [key, value] : bad) {
+    json b = kChat;
+    b[key] = value;
+    SCOPED_TRACE(b.dump().substr(0, 200));
+    const Reply r = post(*h_, "/v1/chat/completions", b);
+    expect_error(r, 400);
+    if (r.body.contains("error")) {
+      EXPECT_EQ(r.body["error"]["param"], key);
+    }
+  }
 }
 
 TEST_F(HttpErrors, ContextTooLong) {

@@ -96,27 +96,49 @@ std::vector<json> assemble(const std::vector<json>& events, int choice, std::str
   return calls;
 }
 
+// A choice's content as the OpenAI SDK assembles it from the deltas (stream().get_final_completion()):
+// null until a string arrives, strings joined.
+json assemble_content(const std::vector<json>& events, int choice) {
+  json content;
+  for (const json& e : events) {
+    if (!e.is_object() || e["choices"].empty() || e["choices"][0]["index"] != choice) continue;
+    const json& d = e["choices"][0]["delta"];
+    if (!d.contains("content") || d["content"].is_null()) continue;
+    content = content.is_null() ? d["content"] : json(content.get<std::string>() + d["content"].get<std::string>());
+  }
+  return content;
+}
+
+// The same request answered whole, then streamed (its events).
+std::pair<Reply, std::vector<json>> whole_and_streamed(const HttpHarness& h, json body) {
+  const Reply whole = post(h, "/v1/chat/completions", body);
+  EXPECT_EQ(whole.status, 200) << whole.text;
+  body["stream"] = true;
+  const Reply streamed = post(h, "/v1/chat/completions", body);
+  EXPECT_EQ(streamed.status, 200) << streamed.text;
+  return {whole, sse_events(streamed.text)};
+}
+
 TEST_F(HttpTools, StreamedCallsMatchTheWholeAnswer) {
   json body = request("required", 400);
   body["n"] = 2;
-  const Reply whole = post(*h_, "/v1/chat/completions", body);
-  ASSERT_EQ(whole.status, 200) << whole.text;
-  body["stream"] = true;
-  const Reply streamed = post(*h_, "/v1/chat/completions", body);
-  ASSERT_EQ(streamed.status, 200) << streamed.text;
-  const std::vector<json> events = sse_events(streamed.text);
+  const auto [whole, events] = whole_and_streamed(*h_, body);
+  const std::string streamed_text = json(events).dump();
   for (int i = 0; i < 2; ++i) {
     SCOPED_TRACE(i);
     std::string finish;
     std::vector<json> calls = assemble(events, i, finish);
     const json& choice = whole.body["choices"][i];
     EXPECT_EQ(finish, choice["finish_reason"]);
-    ASSERT_EQ(calls.size(), choice["message"]["tool_calls"].size()) << whole.text << "\n" << streamed.text;
+    EXPECT_EQ(assemble_content(events, i), choice["message"]["content"]) << streamed_text;
+    ASSERT_EQ(calls.size(), choice["message"]["tool_calls"].size()) << whole.text << "\n" << streamed_text;
     ASSERT_FALSE(calls.empty());
     for (size_t k = 0; k < calls.size(); ++k) {
       // Same seed, same calls; only the ids are new.
       EXPECT_EQ(calls[k]["function"], choice["message"]["tool_calls"][k]["function"]);
-      if (finish == "tool_calls") EXPECT_NO_THROW(json::parse(calls[k]["function"]["arguments"].get<std::string>()));
+      if (finish == "tool_calls") {
+        EXPECT_NO_THROW(json::parse(calls[k]["function"]["arguments"].get<std::string>()));
+      }
     }
   }
 }
@@ -140,6 +162,19 @@ TEST_F(HttpTools, NoneAndAutoAnswerWithoutForcing) {
     // The random model writes no well-formed call: its text comes back as content.
     EXPECT_TRUE(message["content"].is_string()) << r.text;
     EXPECT_FALSE(message.contains("tool_calls")) << r.text;
+  }
+}
+
+// With tools offered ("auto"), the stream's content starts null (as OpenAI streams a call), and an
+// answer without calls still assembles to the whole answer's text; "none" offers no tools.
+TEST_F(HttpTools, StreamedContentMatchesTheWholeAnswer) {
+  for (const char* choice : {"none", "auto"}) {
+    SCOPED_TRACE(choice);
+    const auto [whole, events] = whole_and_streamed(*h_, request(choice, 8));
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events[0]["choices"][0]["delta"]["content"], choice == std::string("auto") ? json(nullptr) : json(""))
+        << json(events).dump();
+    EXPECT_EQ(assemble_content(events, 0), whole.body["choices"][0]["message"]["content"]) << json(events).dump();
   }
 }
 

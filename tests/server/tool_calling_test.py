@@ -146,8 +146,13 @@ def sdk_helpers(client, model):
                 deltas += 1
             elif event.type == "tool_calls.function.arguments.done":
                 done = event
+        final = stream.get_final_completion().choices[0].message
     check(done is not None and isinstance(done.parsed_arguments, GetWeather), f"stream() gave {done}")
-    print(f"parse(): {parsed!r}; stream(): {deltas} argument deltas, then {done.parsed_arguments!r}")
+    whole = client.chat.completions.parse(model=model, messages=MESSAGES, tools=[tool], tool_choice=choice, seed=3,
+                                          max_tokens=200).choices[0].message
+    check(final.content == whole.content, f"stream()'s content {final.content!r}, create()'s {whole.content!r}")
+    print(f"parse(): {parsed!r}; stream(): {deltas} argument deltas, then {done.parsed_arguments!r}, "
+          f"content {final.content!r} as create()'s")
 
 
 def round_trip(client, model):
