@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "flashserve.grpc.pb.h"
+#include "grpc/health/v1/health.pb.h"
 #include "server/grpc_convert.h"
 #include "server/grpc_generation.h"
 #include "server/tls.h"
@@ -180,6 +181,9 @@ void GrpcServer::start() {
     impl_->server.reset();
     throw std::runtime_error("gRPC server cannot listen on " + impl_->options.address);
   }
+  // Links the health service's descriptors in (proto/grpc/health/v1/health.proto): reflection finds
+  // them in the generated pool and can describe the service, not only list it.
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::HealthCheckServiceInterface* health = impl_->server->GetHealthCheckService();
   health->SetServingStatus("", true);
   health->SetServingStatus(pb::Generation::service_full_name(), true);

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -36,9 +37,9 @@ grpc::Status generate(pb::Generation::Stub& stub, const std::string& authorizati
   return stub.Generate(&ctx, test::text_request("hello", 3), resp);
 }
 
-// grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo with list_services (field 7),
-// encoded by hand (gRPC installs no generated code for it). Returns the raw response bytes.
-std::string reflection_list_services(const std::shared_ptr<grpc::Channel>& channel) {
+// One grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo exchange, the request encoded by
+// hand (gRPC installs no generated code for it). Returns the raw response bytes.
+std::string reflection_call(const std::shared_ptr<grpc::Channel>& channel, const std::string& request) {
   grpc::GenericStub stub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -48,7 +49,6 @@ std::string reflection_list_services(const std::shared_ptr<grpc::Channel>& chann
   bool ok;
   call->StartCall(reinterpret_cast<void*>(1));
   cq.Next(&tag, &ok);
-  const std::string request = std::string("\x3a\x01*", 3);  // list_services: "*"
   grpc::Slice slice(request);
   grpc::ByteBuffer out(&slice, 1), in;
   call->Write(out, reinterpret_cast<void*>(2));
@@ -67,6 +67,38 @@ std::string reflection_list_services(const std::shared_ptr<grpc::Channel>& chann
   call->Finish(&status, reinterpret_cast<void*>(5));
   cq.Next(&tag, &ok);
   return bytes;
+}
+
+// list_services (field 7): "*".
+std::string reflection_list_services(const std::shared_ptr<grpc::Channel>& channel) {
+  return reflection_call(channel, std::string("\x3a\x01*", 3));
+}
+
+// The field numbers at the top level of a protobuf message.
+std::vector<int> top_level_fields(const std::string& bytes) {
+  std::vector<int> fields;
+  size_t at = 0;
+  auto varint = [&] {
+    uint64_t v = 0;
+    for (int shift = 0; at < bytes.size() && shift < 64; shift += 7) {
+      const auto b = uint8_t(bytes[at++]);
+      v |= uint64_t(b & 0x7f) << shift;
+      if (!(b & 0x80)) break;
+    }
+    return v;
+  };
+  while (at < bytes.size()) {
+    const uint64_t tag = varint();
+    fields.push_back(int(tag >> 3));
+    switch (tag & 7) {
+      case 0: varint(); break;
+      case 1: at += 8; break;
+      case 2: at += size_t(varint()); break;
+      case 5: at += 4; break;
+      default: return fields;
+    }
+  }
+  return fields;
 }
 
 TEST(Auth, GrpcNeedsTheKeyLikeHttp) {
@@ -94,6 +126,15 @@ TEST(Auth, GrpcNeedsTheKeyLikeHttp) {
   EXPECT_EQ(stub->GetModelInfo(&info_ctx, {}, &info).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(test::health_status(channel, ""), 1);
   EXPECT_NE(reflection_list_services(channel).find("flashserve.v1.Generation"), std::string::npos);
+  // Every listed service can be described, health included: file_containing_symbol (field 4) gets
+  // file_descriptor_response (field 4), not error_response (field 7).
+  for (const std::string symbol : {"grpc.health.v1.Health", "flashserve.v1.Generation"}) {
+    SCOPED_TRACE(symbol);
+    const std::string answer = reflection_call(channel, "\x22" + std::string(1, char(symbol.size())) + symbol);
+    const std::vector<int> fields = top_level_fields(answer);
+    EXPECT_NE(std::find(fields.begin(), fields.end(), 4), fields.end()) << answer;
+    EXPECT_EQ(std::find(fields.begin(), fields.end(), 7), fields.end()) << answer;
+  }
 
   httplib::Client http = test::patient_client(server.http_port());
   EXPECT_EQ(http.Get("/v1/models")->status, 401);
