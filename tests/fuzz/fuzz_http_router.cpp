@@ -144,7 +144,7 @@ void check_response(const std::string& request, const RoutedResponse& r, const s
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view input(reinterpret_cast<const char*>(data), size);
-  const ExchangeInfo info{Peer{"127.0.0.1", 40000}, {}, false, [] {}};
+  const ExchangeInfo info{Peer{"127.0.0.1", 40000}, {}, false, [] {}, [] { return false; }};
   for (int i = 0; i < kMaxRequests && !input.empty(); ++i) {
     RequestFramer framer(kLimits);
     if (framer.feed(input) != RequestFramer::State::Complete) break;
