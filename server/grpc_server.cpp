@@ -13,6 +13,7 @@
 #include "grpc/health/v1/health.pb.h"
 #include "server/grpc_convert.h"
 #include "server/grpc_generation.h"
+#include "server/grpc_reflection.h"
 #include "server/tls.h"
 
 namespace flashserve {
@@ -159,6 +160,9 @@ struct GrpcServer::Impl {
       : options(std::move(options)), service(serving, this->options.api_key) {}
   GrpcOptions options;
   GenerationService service;
+  // v1 beside gRPC's own v1alpha (the plugin); both list every service here.
+  ReflectionV1Service reflection{{pb::Generation::service_full_name(), "grpc.health.v1.Health",
+                                  "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"}};
   std::unique_ptr<grpc::Server> server;
   int port = 0;
 };
@@ -176,6 +180,7 @@ void GrpcServer::start() {
   builder.AddListeningPort(impl_->options.address, credentials(impl_->options), &impl_->port);
   add_connection_limits(builder, impl_->options);
   builder.RegisterService(&impl_->service);
+  builder.RegisterService(&impl_->reflection);
   impl_->server = builder.BuildAndStart();
   if (!impl_->server || impl_->port == 0) {
     impl_->server.reset();

@@ -37,14 +37,15 @@ grpc::Status generate(pb::Generation::Stub& stub, const std::string& authorizati
   return stub.Generate(&ctx, test::text_request("hello", 3), resp);
 }
 
-// One grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo exchange, the request encoded by
-// hand (gRPC installs no generated code for it). Returns the raw response bytes.
-std::string reflection_call(const std::shared_ptr<grpc::Channel>& channel, const std::string& request) {
+// One ServerReflectionInfo exchange of reflection `version` (v1alpha or v1: the same messages), the
+// request encoded by hand (gRPC installs no generated code for v1alpha). Returns the raw response.
+std::string reflection_call(const std::shared_ptr<grpc::Channel>& channel, const std::string& request,
+                            const std::string& version = "v1alpha") {
   grpc::GenericStub stub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   grpc::CompletionQueue cq;
-  auto call = stub.PrepareCall(&ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  auto call = stub.PrepareCall(&ctx, "/grpc.reflection." + version + ".ServerReflection/ServerReflectionInfo", &cq);
   void* tag;
   bool ok;
   call->StartCall(reinterpret_cast<void*>(1));
@@ -70,8 +71,9 @@ std::string reflection_call(const std::shared_ptr<grpc::Channel>& channel, const
 }
 
 // list_services (field 7): "*".
-std::string reflection_list_services(const std::shared_ptr<grpc::Channel>& channel) {
-  return reflection_call(channel, std::string("\x3a\x01*", 3));
+std::string reflection_list_services(const std::shared_ptr<grpc::Channel>& channel,
+                                     const std::string& version = "v1alpha") {
+  return reflection_call(channel, std::string("\x3a\x01*", 3), version);
 }
 
 // The field numbers at the top level of a protobuf message.
@@ -126,14 +128,24 @@ TEST(Auth, GrpcNeedsTheKeyLikeHttp) {
   EXPECT_EQ(stub->GetModelInfo(&info_ctx, {}, &info).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(test::health_status(channel, ""), 1);
   EXPECT_NE(reflection_list_services(channel).find("flashserve.v1.Generation"), std::string::npos);
-  // Every listed service can be described, health included: file_containing_symbol (field 4) gets
-  // file_descriptor_response (field 4), not error_response (field 7).
-  for (const std::string symbol : {"grpc.health.v1.Health", "flashserve.v1.Generation"}) {
-    SCOPED_TRACE(symbol);
-    const std::string answer = reflection_call(channel, "\x22" + std::string(1, char(symbol.size())) + symbol);
-    const std::vector<int> fields = top_level_fields(answer);
-    EXPECT_NE(std::find(fields.begin(), fields.end(), 4), fields.end()) << answer;
-    EXPECT_EQ(std::find(fields.begin(), fields.end(), 7), fields.end()) << answer;
+  // Both versions, each listing every service, and every listed service can be described, health
+  // included: file_containing_symbol (field 4) gets file_descriptor_response (field 4), not
+  // error_response (field 7).
+  for (const std::string version : {"v1alpha", "v1"}) {
+    SCOPED_TRACE(version);
+    const std::string listed = reflection_list_services(channel, version);
+    for (const char* service : {"flashserve.v1.Generation", "grpc.health.v1.Health",
+                                "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"}) {
+      EXPECT_NE(listed.find(service), std::string::npos) << service;
+    }
+    for (const std::string symbol : {"grpc.health.v1.Health", "flashserve.v1.Generation"}) {
+      SCOPED_TRACE(symbol);
+      const std::string answer =
+          reflection_call(channel, "\x22" + std::string(1, char(symbol.size())) + symbol, version);
+      const std::vector<int> fields = top_level_fields(answer);
+      EXPECT_NE(std::find(fields.begin(), fields.end(), 4), fields.end()) << answer;
+      EXPECT_EQ(std::find(fields.begin(), fields.end(), 7), fields.end()) << answer;
+    }
   }
 
   httplib::Client http = test::patient_client(server.http_port());
