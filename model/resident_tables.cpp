@@ -51,9 +51,10 @@ void ResidentTables::grow() {
     const auto from = host_.begin() + ptrdiff_t(size_t(g) * rows_ * per_row);
     std::copy(from, from + ptrdiff_t(size_t(rows_) * per_row), host.begin() + ptrdiff_t(size_t(g) * rows * per_row));
   }
-  for (int32_t r = rows_; r < rows; ++r) free_.push(r);
+  kernels::Buffer device(be_, host.size() * sizeof(int32_t));  // may throw: nothing changed yet
   host_ = std::move(host);
-  device_ = kernels::Buffer(be_, host_.size() * sizeof(int32_t));
+  device_ = std::move(device);
+  for (int32_t r = rows_; r < rows; ++r) free_.push(r);
   rows_ = rows;
   dirty_.assign(1, {0, int64_t(host_.size())});
   ++moves_;

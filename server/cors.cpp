@@ -20,13 +20,10 @@ HeaderList CorsPolicy::answer_headers(const std::string& origin) const {
   return {{"Access-Control-Allow-Origin", origin}, {"Vary", "Origin"}};
 }
 
-HeaderList CorsPolicy::preflight_headers(const std::string& origin, const std::string& requested_headers) const {
-  HeaderList h = answer_headers(origin);
-  if (h.empty()) return h;
-  h.emplace_back("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-  h.emplace_back("Access-Control-Allow-Headers", requested_headers.empty() ? "Authorization, Content-Type" : requested_headers);
-  h.emplace_back("Access-Control-Max-Age", "600");
-  return h;
+HeaderList CorsPolicy::preflight_headers(const std::string& requested_headers) {
+  return {{"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
+          {"Access-Control-Allow-Headers", requested_headers.empty() ? "Authorization, Content-Type" : requested_headers},
+          {"Access-Control-Max-Age", "600"}};
 }
 
 }  // namespace flashserve

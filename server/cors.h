@@ -17,9 +17,9 @@ class CorsPolicy {
   // The headers an answer to a request from `origin` carries; none when CORS is off, the request
   // has no Origin, or the origin is not allowed.
   HeaderList answer_headers(const std::string& origin) const;
-  // A preflight's answer headers for an allowed origin: the above, the methods, the headers the
-  // browser asked to send (`requested_headers`) and how long it may cache the answer.
-  HeaderList preflight_headers(const std::string& origin, const std::string& requested_headers) const;
+  // What a preflight's answer adds for an allowed origin to answer_headers: the methods, the headers
+  // the browser asked to send (`requested_headers`) and how long it may cache the answer.
+  static HeaderList preflight_headers(const std::string& requested_headers);
 
  private:
   std::vector<std::string> allowed_;

@@ -123,7 +123,9 @@ void HttpServer::Impl::preflight(const httplib::Request& req, httplib::Response&
                              "", "origin_not_allowed"));
     return;
   }
-  for (const auto& [name, value] : cors.preflight_headers(origin, req.get_header_value("Access-Control-Request-Headers"))) {
+  // Access-Control-Allow-Origin comes with every answer (the post-routing handler): a second copy
+  // here would make browsers refuse the answer.
+  for (const auto& [name, value] : CorsPolicy::preflight_headers(req.get_header_value("Access-Control-Request-Headers"))) {
     res.set_header(name, value);
   }
   res.status = 204;
