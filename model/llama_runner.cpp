@@ -86,6 +86,8 @@ void LlamaRunner::State::map_weights() {
   }
 }
 
+// (Re)allocates every per-step buffer for `rows` rows. Steps recorded against the old buffers
+// would write to freed memory, so they go too.
 void LlamaRunner::State::allocate_step_buffers(int32_t rows) {
   be->synchronize();
   recorded.clear();

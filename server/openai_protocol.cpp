@@ -250,9 +250,13 @@ void refuse_unless(const json& body, const char* key, const std::function<bool(c
 bool is_false(const json& v) { return v.is_boolean() && !v.get<bool>(); }
 bool is_empty(const json& v) { return (v.is_array() || v.is_object() || v.is_string()) && v.empty(); }
 
-// OpenAI's metadata: at most 16 string pairs, keys up to 64 characters, values up to 512. A label
-// for the caller's bookkeeping, as `user` is: checked, then not used.
-void check_metadata(const json& body) {
+// Labels and hints, checked for their shape, then not used (as `user` is): OpenAI's metadata (at
+// most 16 string pairs, keys up to 64 characters, values up to 512), safety_identifier, and
+// prompt_cache_key (the prefix cache finds shared prompts by their content, whatever key they
+// come with).
+void check_chat_labels(const json& body) {
+  opt_string(body, "prompt_cache_key");
+  opt_string(body, "safety_identifier");
   const json* m = field(body, "metadata");
   if (!m) return;
   const ApiError bad = bad_request(
@@ -266,10 +270,6 @@ void check_metadata(const json& body) {
 
 void refuse_unsupported_chat(const json& body) {
   refuse_unless(body, "store", is_false, "this server stores nothing");
-  check_metadata(body);
-  // Hints: the prefix cache finds shared prompts by their content, whatever key they come with.
-  opt_string(body, "prompt_cache_key");
-  opt_string(body, "safety_identifier");
   refuse_unless(body, "verbosity", [](const json& v) { return v == "medium"; },
                 "only the default, \"medium\": this server does not steer an answer's length");
   refuse_unless(body, "service_tier", [](const json& v) { return v == "auto" || v == "default"; }, "there is one tier");
@@ -475,6 +475,7 @@ GenerationRequest parse_chat_request(const json& body, const Serving& serving,
   r.endpoint = Endpoint::Chat;
   parse_common(body, r);
   refuse_unsupported_chat(body);
+  check_chat_labels(body);
   r.logprobs = opt_bool(body, "logprobs").value_or(false);
   const auto top = opt_int(body, "top_logprobs");
   if (top && !r.logprobs) throw bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
