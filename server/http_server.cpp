@@ -10,6 +10,9 @@
 #include "server/http_router.h"
 #include "server/http_wire.h"
 #include "server/openai_generation.h"
+#include "server/openai_response.h"
+#include "server/responses_request.h"
+#include "server/responses_writer.h"
 #include "server/tls.h"
 
 namespace flashserve {
@@ -51,7 +54,8 @@ struct HttpServer::Impl : HttpHandler {
       : serving(serving),
         render_metrics(std::move(render_metrics)),
         options(std::move(options)),
-        cors(this->options.allowed_origins) {}
+        cors(this->options.allowed_origins),
+        responses(this->options.max_stored_responses, this->options.stored_responses_mib << 20) {}
 
   void setup_routes();
   // Wraps a handler: the API key check (when `authenticated`), and exceptions mapped to error JSON.
@@ -59,6 +63,8 @@ struct HttpServer::Impl : HttpHandler {
   void check_auth(const httplib::Request& req) const;
 
   void generate(const httplib::Request& req, Endpoint endpoint);
+  void create_response(const httplib::Request& req);
+  StoredResponse stored_response(const httplib::Request& req);
   json model_card() const;
   void ready(httplib::Response& res) const;
   void tokenize(const httplib::Request& req, httplib::Response& res) const;
@@ -74,6 +80,7 @@ struct HttpServer::Impl : HttpHandler {
   std::function<std::string()> render_metrics;
   HttpOptions options;
   CorsPolicy cors;
+  ResponseStore responses;
   const int64_t created = int64_t(std::time(nullptr));
   HttpRouter router;
   std::unique_ptr<TlsContext> tls;
@@ -110,8 +117,33 @@ void HttpServer::Impl::generate(const httplib::Request& req, Endpoint endpoint) 
   const std::function<bool()>& cancelled = HttpRouter::exchange().cancelled;
   GenerationRequest request = endpoint == Endpoint::Chat ? parse_chat_request(body, serving, cancelled)
                                                          : parse_completion_request(body, serving, cancelled);
+  auto make_writer = [this](const GenerationRequest& r) {
+    return std::make_unique<ResponseBuilder>(r, serving.tokenizer(), serving.model_name(), serving.system_fingerprint());
+  };
   HttpRouter::defer(std::make_unique<GenerationJob>(serving, std::move(request), HttpRouter::exchange(),
-                                                    cors.answer_headers(req.get_header_value("Origin"))));
+                                                    cors.answer_headers(req.get_header_value("Origin")), make_writer));
+}
+
+void HttpServer::Impl::create_response(const httplib::Request& req) {
+  const json body = parse_body(req.body);
+  const std::function<bool()>& cancelled = HttpRouter::exchange().cancelled;
+  auto r = std::make_shared<ResponsesRequest>(parse_responses_request(body, serving, responses, cancelled));
+  auto make_writer = [this, r](const GenerationRequest& g) {
+    return std::make_unique<ResponsesWriter>(g, std::move(r->echo), std::move(r->conversation),
+                                             r->store ? &responses : nullptr);
+  };
+  HttpRouter::defer(std::make_unique<GenerationJob>(serving, std::move(r->generation), HttpRouter::exchange(),
+                                                    cors.answer_headers(req.get_header_value("Origin")), make_writer));
+}
+
+StoredResponse HttpServer::Impl::stored_response(const httplib::Request& req) {
+  const std::string id = req.matches[1];
+  std::optional<StoredResponse> stored = responses.get(id);
+  if (!stored) {
+    throw ApiError(404, "No response with id '" + id + "' is stored here", "invalid_request_error", "response_id",
+                   "not_found");
+  }
+  return std::move(*stored);
 }
 
 // A browser's CORS preflight: answered for an allowed origin (no API key: browsers send none here),
@@ -164,6 +196,15 @@ void HttpServer::Impl::setup_routes() {
   auto api = [this](Handler h) { return guarded(std::move(h), true); };
   router.Post("/v1/completions", api([this](const auto& req, auto&) { generate(req, Endpoint::Completions); }));
   router.Post("/v1/chat/completions", api([this](const auto& req, auto&) { generate(req, Endpoint::Chat); }));
+  router.Post("/v1/responses", api([this](const auto& req, auto&) { create_response(req); }));
+  router.Get("/v1/responses/([^/]+)", api([this](const auto& req, auto& res) {
+    send_json(res, 200, stored_response(req).response);
+  }));
+  router.Delete("/v1/responses/([^/]+)", api([this](const auto& req, auto& res) {
+    const std::string id = stored_response(req).response["id"];
+    responses.erase(id);
+    send_json(res, 200, {{"id", id}, {"object", "response"}, {"deleted", true}});
+  }));
   router.Get("/v1/models", api([this](const auto&, auto& res) {
     send_json(res, 200, {{"object", "list"}, {"data", json::array({model_card()})}});
   }));
@@ -189,7 +230,7 @@ void HttpServer::Impl::setup_routes() {
       res.set_header("Allow", allow);
     };
   };
-  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"}) {
+  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/v1/responses", "/tokenize", "/detokenize"}) {
     router.Get(path, not_allowed("POST"));
   }
   for (const char* path : {"/v1/models", "/health", "/ready", "/metrics"}) router.Post(path, not_allowed("GET"));

@@ -27,6 +27,8 @@ struct HttpOptions {
   double request_timeout_s = 10;         // a request must arrive whole within this (else 408)
   std::string tls_cert, tls_key;         // both set: HTTPS
   std::vector<std::string> allowed_origins;  // CORS (server/cors.h): browser origins allowed, "*" any; empty: off
+  size_t max_stored_responses = 1024;    // Responses API store (response_store.h); 0: off
+  size_t stored_responses_mib = 64;      // its byte budget
 };
 
 class HttpServer {

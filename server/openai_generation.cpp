@@ -37,11 +37,11 @@ std::vector<ChoiceEvent> ChoiceStreams::poll() {
 }
 
 GenerationJob::GenerationJob(Serving& serving, GenerationRequest request, const ExchangeInfo& exchange,
-                             HeaderList headers)
+                             HeaderList headers, const MakeWriter& make_writer)
     : request_(std::move(request)),
       closing_(exchange.closing),
       headers_(std::move(headers)),
-      builder_(request_, serving.tokenizer(), serving.model_name(), serving.system_fingerprint()),
+      writer_(make_writer(request_)),
       streams_(serving, request_, exchange) {}
 
 std::string GenerationJob::head() const {
@@ -53,34 +53,34 @@ std::string GenerationJob::head() const {
 std::string GenerationJob::error_response(const ApiError& e) const {
   HeaderList headers = headers_;
   if (e.retry_after_s > 0) headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
-  return http_response(e.status, "application/json", dump(error_body(e)), headers, closing_);
+  return http_response(e.status, "application/json", dump(writer_->error_json(e)), headers, closing_);
 }
 
 std::string GenerationJob::advance(bool& done) {
   const std::vector<ChoiceEvent> events = streams_.poll();
   if (events.empty()) return "";
-  const std::string sse = builder_.add(events);
-  const bool over = streams_.done() || builder_.failure();
+  const std::string sse = writer_->add(events);
+  const bool over = streams_.done() || writer_->failure();
   if (!request_.stream) {
     if (!over) return "";
     done = true;
-    if (builder_.failure()) return error_response(api_error(*builder_.failure()));
-    return http_response(200, "application/json", builder_.finish(), headers_, closing_);
+    if (writer_->failure()) return error_response(api_error(*writer_->failure()));
+    return http_response(200, "application/json", writer_->finish(), headers_, closing_);
   }
   std::string out;
   if (!head_sent_) {
     // Failed before a single token: the status can still say so.
-    if (builder_.failure() && !builder_.produced_tokens()) {
+    if (writer_->failure() && !writer_->produced_tokens()) {
       done = true;
-      return error_response(api_error(*builder_.failure()));
+      return error_response(api_error(*writer_->failure()));
     }
     head_sent_ = true;
-    out = head() + http_chunk(builder_.start());
+    out = head();
   }
   out += http_chunk(sse);
   if (over) {
     done = true;
-    out += http_chunk(builder_.finish());
+    out += http_chunk(writer_->finish());
     out += http_last_chunk();
   }
   return out;
@@ -89,7 +89,7 @@ std::string GenerationJob::advance(bool& done) {
 std::string GenerationJob::abandon() {
   const RequestError stopping{ErrorKind::Unavailable, "the server is shutting down"};
   if (!head_sent_) return error_response(api_error(stopping));
-  return http_chunk(builder_.fail_unfinished(stopping)) + http_chunk(builder_.finish()) + std::string(http_last_chunk());
+  return http_chunk(writer_->fail_unfinished(stopping)) + http_chunk(writer_->finish()) + std::string(http_last_chunk());
 }
 
 }  // namespace flashserve

@@ -2,20 +2,12 @@
 
 #include <algorithm>
 #include <ctime>
-#include <random>
 #include <utility>
 
 namespace flashserve {
 namespace {
 
 constexpr char kHex[] = "0123456789abcdef";
-
-std::string random_id(const char* prefix) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::string id = prefix;
-  for (int i = 0; i < 24; ++i) id += kHex[rng() & 15];
-  return id;
-}
 
 // Strict enough for display: lead bytes, continuation counts, no surrogates or values past U+10FFFF.
 bool valid_utf8(const std::string& s) {
@@ -41,10 +33,6 @@ json finish_reason_json(const std::optional<FinishReason>& r) {
 }
 
 }  // namespace
-
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-std::string sse_event(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
 ResponseBuilder::ResponseBuilder(const GenerationRequest& request, const Tokenizer& tok, std::string model,
                                  std::string fingerprint)
@@ -144,8 +132,8 @@ json ResponseBuilder::logprobs_json(const std::vector<SampledToken>& tokens, siz
   return out;
 }
 
-std::string ResponseBuilder::start() const {
-  if (!request_.stream || request_.endpoint != Endpoint::Chat) return "";
+std::string ResponseBuilder::role_chunks() const {
+  if (request_.endpoint != Endpoint::Chat) return "";
   std::string out;
   for (int32_t i = 0; i < request_.num_choices(); ++i) {
     const json content = request_.tools ? json(nullptr) : json("");  // see Choice::held_content
@@ -156,6 +144,8 @@ std::string ResponseBuilder::start() const {
 
 std::string ResponseBuilder::add(const std::vector<ChoiceEvent>& events) {
   std::string out;
+  if (request_.stream && !started_) out = role_chunks();
+  started_ = true;
   for (const ChoiceEvent& e : events) {
     Choice& c = choices_[size_t(e.choice)];
     const RequestOutput& o = e.output;
@@ -286,7 +276,7 @@ std::string ResponseBuilder::abort_chunk(int32_t choice) const {
 
 std::string ResponseBuilder::error_event() const { return sse_event(error_body(api_error(*failure_))); }
 
-std::string ResponseBuilder::finish() const {
+std::string ResponseBuilder::finish() {
   if (!request_.stream) return final_body();
   std::string out;
   if (request_.include_usage && !failure_) {

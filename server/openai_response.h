@@ -5,35 +5,25 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include "server/api_writer.h"
 #include "server/openai_protocol.h"
 #include "server/tool_call_parser.h"
 
 namespace flashserve {
 
-// One engine event of choice `choice` (index into the response's choices).
-struct ChoiceEvent {
-  int32_t choice;
-  RequestOutput output;
-};
-
-class ResponseBuilder {
+// OpenAI's /v1/completions and /v1/chat/completions shapes.
+class ResponseBuilder : public ApiWriter {
  public:
   ResponseBuilder(const GenerationRequest& request, const Tokenizer& tok, std::string model, std::string fingerprint);
 
-  // Bytes to send before any event: a chat stream's role chunk per choice; else nothing.
-  std::string start() const;
-  // Streaming: the SSE chunks for these events. Otherwise: records them and returns nothing.
-  std::string add(const std::vector<ChoiceEvent>& events);
-  // Ends every unfinished choice with `error` (the server is stopping): streaming, a chunk with
-  // finish_reason "abort" per choice and an error event.
-  std::string fail_unfinished(const RequestError& error);
-  // Set once a choice was ended by the server (shutdown, overload, engine failure): the response ends.
-  const std::optional<RequestError>& failure() const { return failure_; }
-  // Whether any choice produced a token (after that, a failure can no longer change the status).
-  bool produced_tokens() const;
-  // The rest once every choice finished (or failed): the usage chunk if asked, then [DONE]; or the
-  // whole JSON body (an error body if failed).
-  std::string finish() const;
+  // A chat stream opens with a role chunk per choice.
+  std::string add(const std::vector<ChoiceEvent>& events) override;
+  // Streaming: a chunk with finish_reason "abort" per unfinished choice, then an error event.
+  std::string fail_unfinished(const RequestError& error) override;
+  const std::optional<RequestError>& failure() const override { return failure_; }
+  bool produced_tokens() const override;
+  // Streaming: the usage chunk if asked, then [DONE].
+  std::string finish() override;
 
  private:
   struct Choice {
@@ -49,6 +39,7 @@ class ResponseBuilder {
     std::string held_content;
     bool content_sent = false;
   };
+  std::string role_chunks() const;
   std::string abort_chunk(int32_t choice) const;
   std::string error_event() const;
   json envelope(const char* object) const;
@@ -70,11 +61,7 @@ class ResponseBuilder {
   int64_t created_;
   std::vector<Choice> choices_;
   std::optional<RequestError> failure_;
+  bool started_ = false;
 };
-
-// "data: <json>\n\n"
-std::string sse_event(const json& j);
-// JSON text; invalid UTF-8 (never expected) becomes U+FFFD rather than an exception.
-std::string dump(const json& j);
 
 }  // namespace flashserve

@@ -164,6 +164,13 @@ void add_http_options(CLI::App& app, HttpOptions& h) {
   app.add_option("--allowed-origins", h.allowed_origins,
                  "Browser origins allowed to call the API (CORS), comma-separated, or * for any (default: none)")
       ->delimiter(',');
+  app.add_option("--max-stored-responses", h.max_stored_responses,
+                 "Responses API: finished responses kept for previous_response_id and GET (least recently used "
+                 "go first; 0: none kept)")
+      ->capture_default_str();
+  app.add_option("--stored-responses-mib", h.stored_responses_mib, "Responses API: memory the kept responses may use")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
 }
 
 void add_grpc_options(CLI::App& app, GrpcOptions& g) {
