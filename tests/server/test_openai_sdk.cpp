@@ -1,5 +1,6 @@
 // The official OpenAI Python client (pinned in the venv scripts/setup.sh makes) against the real
-// binary serving SmolLM2: completions and chat, streaming and not; structured outputs; tool calling.
+// binary serving SmolLM2: completions and chat, streaming and not; structured outputs; tool calling;
+// the Responses API.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -58,6 +59,15 @@ TEST(OpenAiSdk, ToolCalling) {
   test::ServerProcess server(test::real_model_path());
   std::string out;
   EXPECT_EQ(run_client(server, "", out, "tool_calling_test.py"), 0) << out << "\nserver log:\n" << server.log();
+}
+
+// The Responses API: create, stream, parse, function calls and their outputs, previous_response_id,
+// retrieve and delete, refusals (tests/server/responses_test.py).
+TEST(OpenAiSdk, ResponsesApi) {
+  ASSERT_TRUE(std::filesystem::exists(FLASHSERVE_VENV_PYTHON)) << "run scripts/setup.sh to create the venv";
+  test::ServerProcess server(test::real_model_path());
+  std::string out;
+  EXPECT_EQ(run_client(server, "", out, "responses_test.py"), 0) << out << "\nserver log:\n" << server.log();
 }
 
 }  // namespace
