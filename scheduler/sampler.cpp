@@ -25,6 +25,9 @@ RequestSampler::RequestSampler(const SamplingParams& params, const std::vector<i
   }
   for (const auto& [id, bias] : params_.logit_bias) entry(id).bias += bias;
   if (params_.grammar) grammar_.emplace(params_.grammar);
+  if (const auto& b = params_.reasoning_budget) {
+    reasoning_ = b->starts_inside ? Reasoning::Inside : b->open_ids.empty() ? Reasoning::Done : Reasoning::Opening;
+  }
 }
 
 kernels::TokenAdjust& RequestSampler::entry(int32_t token) {
@@ -41,6 +44,25 @@ void RequestSampler::record(int32_t token) {
     e.seen = 1;
   }
   if (grammar_) grammar_->accept(token);  // the mask allowed it, so this always succeeds
+  if (reasoning_ != Reasoning::Done) track_reasoning(token);
+}
+
+// The reasoning opens only with the open tag's tokens first; it ends once the close tag's tokens
+// came in a row (sampled or forced).
+void RequestSampler::track_reasoning(int32_t token) {
+  const ReasoningBudget& b = *params_.reasoning_budget;
+  if (reasoning_ == Reasoning::Opening) {
+    if (token != b.open_ids[tag_matched_]) {
+      reasoning_ = Reasoning::Done;
+    } else if (++tag_matched_ == b.open_ids.size()) {
+      reasoning_ = Reasoning::Inside;
+      tag_matched_ = 0;
+    }
+    return;
+  }
+  ++reasoning_tokens_;
+  tag_matched_ = token == b.close_ids[tag_matched_] ? tag_matched_ + 1 : token == b.close_ids[0] ? 1 : 0;
+  if (tag_matched_ == b.close_ids.size()) reasoning_ = Reasoning::Done;
 }
 
 SamplingStep RequestSampler::step() {
@@ -59,6 +81,13 @@ SamplingStep RequestSampler::step() {
   row.adjust_end = int32_t(s.adjusts.size());
   s.logprobs = params_.logprobs;
   if (grammar_) grammar_->fill_mask(s.mask);
+  const auto& budget = params_.reasoning_budget;
+  if (reasoning_ == Reasoning::Inside && reasoning_tokens_ - int32_t(tag_matched_) >= budget->max_tokens) {
+    // Out of budget: the close tag's next token is the only one allowed.
+    const int32_t forced = budget->close_ids[tag_matched_];
+    s.mask.assign(size_t(kernels::mask_words(budget->vocab_size)), 0);
+    s.mask[size_t(forced) / 32] = 1u << (forced % 32);
+  }
   return s;
 }
 

@@ -26,10 +26,14 @@ class RequestSampler {
   // This step's sampling for the runner. Draws the uniform from the request's RNG when sampling
   // (not when greedy), so the stream of draws is a function of the request alone.
   SamplingStep step();
-  // Records the token the runner picked, for later penalties and the grammar's place.
+  // Records the token the runner picked, for later penalties, the grammar's place and the
+  // reasoning budget.
   void record(int32_t token);
 
  private:
+  // Where the output is with respect to its reasoning (params_.reasoning_budget).
+  enum class Reasoning { Opening, Inside, Done };
+  void track_reasoning(int32_t token);
   // The entry of `token` in adjusts_, made if absent.
   kernels::TokenAdjust& entry(int32_t token);
 
@@ -40,6 +44,9 @@ class RequestSampler {
   // rather than rebuilding it from the whole prompt and output.
   std::vector<kernels::TokenAdjust> adjusts_;
   std::optional<grammar::GrammarMatcher> grammar_;  // where the output is in params_.grammar
+  Reasoning reasoning_ = Reasoning::Done;
+  size_t tag_matched_ = 0;         // Opening: open tag tokens seen; Inside: close tag tokens seen or forced
+  int32_t reasoning_tokens_ = 0;
 };
 
 }  // namespace flashserve

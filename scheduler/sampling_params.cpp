@@ -40,6 +40,21 @@ std::optional<std::string> check_scalars(const SamplingParams& p) {
 
 std::string vocab_rule(int32_t vocab_size) { return "in [0, " + std::to_string(vocab_size) + ")"; }
 
+std::optional<std::string> check_reasoning_budget(const SamplingParams& p, int32_t vocab_size) {
+  if (!p.reasoning_budget) return std::nullopt;
+  const ReasoningBudget& b = *p.reasoning_budget;
+  if (b.max_tokens < 0) return must_be("the reasoning budget", ">= 0", b.max_tokens);
+  if (p.grammar) return "a reasoning budget cannot be combined with a grammar (response_format, tools)";
+  if (b.vocab_size != vocab_size) return must_be("the reasoning budget's vocabulary", "the model's", b.vocab_size);
+  if (b.close_ids.empty()) return "the reasoning budget needs the tokens of its close tag";
+  for (const std::vector<int32_t>* list : {&b.open_ids, &b.close_ids}) {
+    for (int32_t id : *list) {
+      if (id < 0 || id >= vocab_size) return must_be("a reasoning tag token", vocab_rule(vocab_size).c_str(), id);
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> check_token_lists(const SamplingParams& p, int32_t vocab_size) {
   const std::string ids = vocab_rule(vocab_size);
   for (const auto& [name, size] : {std::pair{"logit_bias", p.logit_bias.size()}, {"stop_token_ids", p.stop_token_ids.size()}}) {
@@ -57,7 +72,7 @@ std::optional<std::string> check_token_lists(const SamplingParams& p, int32_t vo
   for (int32_t id : p.stop_token_ids) {
     if (id < 0 || id >= vocab_size) return must_be("stop_token_ids entry", ids.c_str(), id);
   }
-  return std::nullopt;
+  return check_reasoning_budget(p, vocab_size);
 }
 
 std::optional<std::string> check_stop_strings(const SamplingParams& p) {

@@ -13,6 +13,16 @@ namespace grammar {
 class CompiledGrammar;
 }
 
+// Reasoning models: once the reasoning (the tokens after `open_ids`, or from the first token when
+// `starts_inside`) has run `max_tokens` without `close_ids`, the close tag is forced, one token a
+// step, and the answer follows.
+struct ReasoningBudget {
+  int32_t max_tokens = 0;
+  std::vector<int32_t> open_ids, close_ids;
+  bool starts_inside = false;
+  int32_t vocab_size = 0;  // the forced step's mask width: the runner's vocabulary
+};
+
 struct SamplingParams {
   float temperature = 1.0f;          // 0: greedy
   int32_t top_k = 0;                 // 0: off
@@ -36,6 +46,8 @@ struct SamplingParams {
   // Constrained decoding (response_format, grammar, regex, tools): only text the grammar allows is
   // sampled, and end of generation only where it is complete. Null: unconstrained.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  // Not with a grammar (which decides every token itself).
+  std::optional<ReasoningBudget> reasoning_budget;
 };
 
 // Stop strings are matched against the text after every token, so their number and length bound

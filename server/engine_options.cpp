@@ -53,6 +53,16 @@ void EngineOptions::add_to(CLI::App& app) {
   app.add_option("--kv-cache-dtype", kv_cache_dtype, "KV cache element type: f16, bf16 (cuda) or f32 (cpu)")
       ->check(CLI::IsMember({"f16", "bf16", "f32"}))
       ->capture_default_str();
+  app.add_option("--reasoning-parser", reasoning_parser,
+                 "Reasoning models: split <think>...</think> off the answer as reasoning_content: auto (when the "
+                 "chat template writes those tags), think (always; qwen3 and deepseek_r1 name it too) or none")
+      ->check(CLI::IsMember({"auto", "think", "qwen3", "deepseek_r1", "none"}))
+      ->capture_default_str();
+  app.add_option("--reasoning-budget", reasoning_budget,
+                 "Reasoning tokens a request may spend before the end of its reasoning is forced (a request's "
+                 "reasoning_budget overrides it; -1: no limit)")
+      ->check(CLI::Range(-1, 1 << 30))
+      ->capture_default_str();
   app.add_option("--max-tokens-default", max_tokens_default,
                  "Tokens a request that sets no max_tokens may generate (0: a chat may fill the context window, a "
                  "completion gets OpenAI's 16)")

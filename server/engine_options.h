@@ -32,6 +32,10 @@ struct EngineOptions {
   // What a request that sets no max_tokens may generate at most (0: a chat the rest of the context
   // window, a completion OpenAI's 16).
   int32_t max_tokens_default = 0;
+  // Reasoning models: auto splits <think>...</think> off as reasoning_content when the chat
+  // template writes those tags; think always; none never.
+  std::string reasoning_parser = "auto";
+  int32_t reasoning_budget = -1;  // reasoning tokens a request may spend by default (-1: no limit)
 
   void add_to(CLI::App& app);
   EngineConfig engine_config() const;

@@ -29,7 +29,9 @@ const std::set<std::string_view> kCompletionFields = {"prompt", "logprobs", "ech
 const std::set<std::string_view> kChatFields = {
     "messages", "logprobs", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
     "functions", "function_call", "store", "metadata", "service_tier", "modalities", "audio", "prediction",
-    "reasoning_effort", "web_search_options", "prompt_cache_key", "safety_identifier", "verbosity"};
+    "reasoning_effort", "web_search_options", "prompt_cache_key", "safety_identifier", "verbosity",
+    // reasoning models (vLLM's and our extensions)
+    "chat_template_kwargs", "reasoning_budget"};
 
 void refuse_unknown(const json& body, const std::set<std::string_view>& own) {
   for (const auto& [key, value] : body.items()) {
@@ -340,6 +342,12 @@ json chat_messages(const json& messages, const Serving& serving) {
     json msg = {{"role", *role}, {"content", message_content(m)}};
     total_bytes += msg["content"].get_ref<const std::string&>().size();
     if (*role == "assistant" && field(m, "tool_calls")) msg["tool_calls"] = tool_calls_of(m, total_bytes);
+    // A reasoning model's earlier reasoning, as it was returned: its template decides whether to show it.
+    if (const json* r = field(m, "reasoning_content"); r && *role == "assistant") {
+      if (!r->is_string()) throw bad_request("an assistant message's 'reasoning_content' must be a string", "messages");
+      msg["reasoning_content"] = *r;
+      total_bytes += r->get_ref<const std::string&>().size();
+    }
     if (*role == "tool") {
       const auto id = opt_string(m, "tool_call_id");
       if (!id) throw bad_request("a 'tool' message needs the 'tool_call_id' it answers", "messages");
@@ -397,10 +405,11 @@ void check_model(const json& body, const std::string& served_name) {
   }
 }
 
-std::vector<int32_t> chat_prompt_ids(const json& messages, const Serving& serving, const json& tools) {
+std::vector<int32_t> chat_prompt_ids(const json& messages, const Serving& serving, const json& tools,
+                                     const json& template_kwargs) {
   const json msgs = chat_messages(messages, serving);
   try {
-    return serving.chat_prompt(msgs, tools);
+    return serving.chat_prompt(msgs, tools, template_kwargs);
   } catch (const UnsupportedTemplate& e) {
     throw bad_request(std::string("chat is not available for this model: ") + e.what(), "messages");
   } catch (const std::invalid_argument& e) {
@@ -436,6 +445,44 @@ void constrain(const json& body, const Serving& serving, GenerationRequest& r, c
   } catch (const grammar::GrammarError& e) {
     throw bad_request(e.what(), g->field);
   }
+}
+
+// chat_template_kwargs: more variables for the template (enable_thinking, ...), but not those the
+// server sets itself.
+json template_kwargs(const json& body) {
+  const json* v = field(body, "chat_template_kwargs");
+  if (!v) return json::object();
+  if (!v->is_object()) throw wrong_type("chat_template_kwargs", "an object");
+  for (const char* reserved : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}) {
+    if (v->contains(reserved)) {
+      throw bad_request("'chat_template_kwargs' may not set '" + std::string(reserved) + "': the server sets it",
+                        "chat_template_kwargs");
+    }
+  }
+  return *v;
+}
+
+// A reasoning model's output is split into reasoning and answer; its reasoning may have a budget
+// (the request's, else the server's). A constrained answer has no reasoning: the grammar decides
+// every token from the first.
+void plan_reasoning(const json& body, const Serving& serving, GenerationRequest& r) {
+  const std::optional<int32_t> asked = opt_int(body, "reasoning_budget");
+  const auto& tags = serving.reasoning_tags();
+  if (asked && !tags) {
+    throw bad_request("'reasoning_budget' needs a reasoning model (see --reasoning-parser)", "reasoning_budget",
+                      "unsupported_parameter");
+  }
+  if (asked && *asked < -1) throw bad_request("'reasoning_budget' must be -1 (no limit) or >= 0", "reasoning_budget");
+  if (asked && *asked >= 0 && r.params.grammar) {
+    throw bad_request("'reasoning_budget' cannot be combined with a constrained answer (response_format, grammar, "
+                      "regex or a forced tool call): such an answer has no reasoning",
+                      "reasoning_budget");
+  }
+  if (!tags) return;
+  const bool inside = !r.params.grammar && serving.opens_reasoning(r.prompts[0]);
+  r.reasoning = ReasoningMode{*tags, inside};
+  const int32_t budget = asked.value_or(serving.reasoning_budget_default());
+  if (budget >= 0 && !r.params.grammar) r.params.reasoning_budget = serving.reasoning_budget(budget, inside);
 }
 
 // tool_choice auto without parallel calls: the answer ends after its first call.
@@ -488,7 +535,8 @@ GenerationRequest parse_chat_request(const json& body, const Serving& serving,
   stop_after_one_call(r);
   const json* messages = field(body, "messages");
   if (!messages) throw bad_request("'messages' is required", "messages");
-  r.prompts = {chat_prompt_ids(*messages, serving, r.tools ? r.tools->tools : json(nullptr))};
+  r.prompts = {chat_prompt_ids(*messages, serving, r.tools ? r.tools->tools : json(nullptr), template_kwargs(body))};
+  plan_reasoning(body, serving, r);
   return r;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 #include "server/openai_json.h"
 #include "server/openai_tools.h"
+#include "server/reasoning_splitter.h"
 #include "server/serving.h"
 
 namespace flashserve {
@@ -38,6 +39,7 @@ struct GenerationRequest {
   bool include_usage = false;                 // stream_options.include_usage
   bool logprobs = false;                      // report logprobs (top params.logprobs alternatives)
   std::optional<ToolCalling> tools;           // chat: the functions offered, and how (none with tool_choice none)
+  std::optional<ReasoningMode> reasoning;     // chat with a reasoning model: the output's reasoning split off
 
   int32_t num_choices() const { return int32_t(prompts.size()) * n; }
 };
@@ -50,7 +52,9 @@ GenerationRequest parse_chat_request(const json& body, const Serving& serving,
                                      const std::function<bool()>& cancelled = {});
 // Chat messages ([{role, content}], content a string or text parts; assistant tool_calls, tool
 // results) and the tools offered (null for none) -> prompt ids (400 on misuse).
-std::vector<int32_t> chat_prompt_ids(const json& messages, const Serving& serving, const json& tools = nullptr);
+// `template_kwargs`: chat_template_kwargs, checked.
+std::vector<int32_t> chat_prompt_ids(const json& messages, const Serving& serving, const json& tools = nullptr,
+                                     const json& template_kwargs = json::object());
 
 // POST /tokenize: {prompt, add_special_tokens} or {messages} -> prompt ids.
 std::vector<int32_t> parse_tokenize_request(const json& body, const Serving& serving);

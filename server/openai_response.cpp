@@ -43,8 +43,9 @@ ResponseBuilder::ResponseBuilder(const GenerationRequest& request, const Tokeniz
       id_(random_id(request.endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-")),
       created_(int64_t(std::time(nullptr))),
       choices_(size_t(request.num_choices())) {
-  if (request.stream && request.tools) {
-    for (Choice& c : choices_) c.calls.emplace(request.tools->names);
+  for (Choice& c : choices_) {
+    if (request.stream && request.tools) c.calls.emplace(request.tools->names);
+    if (request.stream && request.reasoning) c.reasoning.emplace(*request.reasoning);
   }
 }
 
@@ -179,9 +180,17 @@ std::string ResponseBuilder::stream_chunks(const ChoiceEvent& e) {
     return sse_event(completion_chunk(e.choice, o.text, std::move(logprobs), finish_reason_json(o.finish)));
   }
   Choice& c = choices_[size_t(e.choice)];
-  ParsedOutput parsed{o.text, {}};
+  std::string out;
+  SplitOutput split{"", o.text};
+  if (c.reasoning) split = c.reasoning->feed(o.text, o.finish.has_value());
+  if (!split.reasoning.empty()) {
+    // The token's logprobs go with the first chunk it makes.
+    out += sse_event(chat_chunk(e.choice, {{"reasoning_content", split.reasoning}}, std::exchange(logprobs, nullptr),
+                                nullptr));
+  }
+  ParsedOutput parsed{split.content, {}};
   if (c.calls) {
-    parsed = c.calls->feed(o.text);
+    parsed = c.calls->feed(split.content);
     if (o.finish) {
       ParsedOutput rest = c.calls->finish();
       parsed.content += rest.content;
@@ -201,9 +210,8 @@ std::string ResponseBuilder::stream_chunks(const ChoiceEvent& e) {
       c.content_sent = flushed = true;
     }
   }
-  std::string out;
   const bool has_text = content.is_string() && !content.get_ref<const std::string&>().empty();
-  if (has_text || flushed || with_logprobs) {
+  if (has_text || flushed || !logprobs.is_null()) {
     out += sse_event(chat_chunk(e.choice, {{"content", std::move(content)}}, std::move(logprobs), nullptr));
   }
   for (const ToolCallDelta& d : parsed.calls) {
@@ -232,13 +240,16 @@ json ResponseBuilder::choice_finish_reason(const Choice& c, int32_t num_calls) c
   return finish_reason_json(c.finish);
 }
 
-// The whole answer: content, and the calls read from it when tools were offered (content is
-// then null if nothing but whitespace is left of it, as OpenAI sends it).
+// The whole answer: its reasoning (reasoning models), content, and the calls read from it when
+// tools were offered (content is then null if nothing but whitespace is left of it, as OpenAI sends it).
 json ResponseBuilder::chat_message(const Choice& c) const {
-  json message = {{"role", "assistant"}, {"content", c.text}};
+  SplitOutput split{"", c.text};
+  if (request_.reasoning) split = ReasoningSplitter(*request_.reasoning).feed(c.text, /*last=*/true);
+  json message = {{"role", "assistant"}, {"content", split.content}};
+  if (request_.reasoning) message["reasoning_content"] = split.reasoning.empty() ? json(nullptr) : json(split.reasoning);
   if (!request_.tools) return message;
   ToolCallParser parser(request_.tools->names);
-  ParsedOutput parsed = parser.feed(c.text);
+  ParsedOutput parsed = parser.feed(split.content);
   ParsedOutput rest = parser.finish();
   parsed.content += rest.content;
   parsed.calls.insert(parsed.calls.end(), rest.calls.begin(), rest.calls.end());

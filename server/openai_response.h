@@ -34,6 +34,7 @@ class ResponseBuilder : public ApiWriter {
     int32_t num_cached_tokens = 0;
     size_t text_offset = 0;            // streaming completions: bytes before the next token
     std::optional<ToolCallParser> calls;  // streaming chat with tools: the output read for calls
+    std::optional<ReasoningSplitter> reasoning;  // streaming chat with a reasoning model
     // Streaming chat with tools: the content stays null (as in the whole answer, chat_message) until
     // something but whitespace arrives; what came before is held here.
     std::string held_content;

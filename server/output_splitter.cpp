@@ -4,19 +4,26 @@
 
 namespace flashserve {
 
-OutputSplitter::OutputSplitter(const std::optional<ToolCalling>& tools) {
+OutputSplitter::OutputSplitter(const std::optional<ToolCalling>& tools, const std::optional<ReasoningMode>& reasoning) {
   if (tools) calls_.emplace(tools->names);
+  if (reasoning) reasoning_.emplace(*reasoning);
 }
 
-ParsedOutput OutputSplitter::feed(std::string_view text, bool last) {
-  ParsedOutput out{std::string(text), {}};
+OutputParts OutputSplitter::feed(std::string_view text, bool last) {
+  OutputParts out;
+  SplitOutput split{"", std::string(text)};
+  if (reasoning_) split = reasoning_->feed(text, last);
+  out.reasoning = std::move(split.reasoning);
+  out.content = std::move(split.content);
   if (calls_) {
-    out = calls_->feed(text);
+    ParsedOutput parsed = calls_->feed(out.content);
     if (last) {
       ParsedOutput rest = calls_->finish();
-      out.content += rest.content;
-      out.calls.insert(out.calls.end(), rest.calls.begin(), rest.calls.end());
+      parsed.content += rest.content;
+      parsed.calls.insert(parsed.calls.end(), rest.calls.begin(), rest.calls.end());
     }
+    out.content = std::move(parsed.content);
+    out.calls = std::move(parsed.calls);
   }
   if (text_started_) return out;
   held_ += out.content;

@@ -11,7 +11,8 @@ const std::set<std::string_view> kChatFields = {
     "model", "temperature", "top_p", "stream", "parallel_tool_calls", "metadata", "user", "safety_identifier",
     "prompt_cache_key", "service_tier",
     // our sampling extensions, as on chat
-    "top_k", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty", "seed", "priority"};
+    "top_k", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty", "seed", "priority", "logit_bias",
+    "chat_template_kwargs", "reasoning_budget"};
 // Read here.
 const std::set<std::string_view> kOwnFields = {
     "input", "instructions", "max_output_tokens", "tools", "tool_choice", "text", "previous_response_id", "store",
@@ -80,6 +81,27 @@ std::string content_text(const json& content, const std::string& where) {
   return text;
 }
 
+// An assistant turn holding only reasoning so far: the message or calls that follow complete it.
+bool opens_turn(const json& messages) {
+  if (messages.empty()) return false;
+  const json& last = messages.back();
+  return last["role"] == "assistant" && last.contains("reasoning_content") && last["content"] == "" &&
+         !last.contains("tool_calls");
+}
+
+// A reasoning item's content: reasoning_text parts (its summary is not part of the conversation).
+std::string reasoning_text(const json& content, const std::string& where) {
+  if (!content.is_array()) throw bad_request("'" + where + ".content' must be an array of reasoning_text parts", "input");
+  std::string text;
+  for (const json& part : content) {
+    if (!part.is_object() || part.value("type", json()) != "reasoning_text") {
+      throw bad_request("'" + where + ".content' may hold only reasoning_text parts", "input");
+    }
+    text += required_string(part, "text", where + ".content[]");
+  }
+  return text;
+}
+
 // A function call the model made, as the response gave it, joined to the assistant message before
 // it (the chat template renders a turn's calls together).
 void add_call(json& messages, const json& item, const std::string& where) {
@@ -120,7 +142,16 @@ void add_input(const json& input, const Serving& serving, json& messages) {
       }
       const json* content = field(item, "content");
       if (!content) throw bad_request("'" + where + ".content' is required", "input");
-      messages.push_back({{"role", role == "developer" ? "system" : role}, {"content", content_text(*content, where)}});
+      if (role == "assistant" && opens_turn(messages)) {
+        messages.back()["content"] = content_text(*content, where);  // after its reasoning: the same turn
+      } else {
+        messages.push_back({{"role", role == "developer" ? "system" : role}, {"content", content_text(*content, where)}});
+      }
+    } else if (type == "reasoning") {
+      only_keys(item, {"type", "id", "summary", "content", "status"}, where, "input");
+      const json* content = field(item, "content");
+      messages.push_back({{"role", "assistant"}, {"content", ""},
+                          {"reasoning_content", content ? reasoning_text(*content, where) : ""}});
     } else if (type == "function_call") {
       add_call(messages, item, where);
     } else if (type == "function_call_output") {
@@ -132,7 +163,8 @@ void add_input(const json& input, const Serving& serving, json& messages) {
                           {"content", content_text(*output, where)}});
     } else {
       throw bad_request("'" + where + ".type' '" + type +
-                            "' is not supported: input items are messages, function_call and function_call_output",
+                            "' is not supported: input items are messages, reasoning, function_call and "
+                            "function_call_output",
                         "input", "unsupported_parameter");
     }
   }

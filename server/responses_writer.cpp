@@ -11,7 +11,7 @@ ResponsesWriter::ResponsesWriter(const GenerationRequest& request, json echo, js
       store_(store),
       id_(random_id("resp_")),
       created_at_(int64_t(std::time(nullptr))),
-      splitter_(request.tools) {}
+      splitter_(request.tools, request.reasoning) {}
 
 // Numbered, as the SDK's stream reader expects; nothing when not streaming (the items still grow).
 std::string ResponsesWriter::event(const char* type, json payload) {
@@ -75,6 +75,26 @@ std::string ResponsesWriter::add_text(const std::string& text) {
                                                     {"logprobs", json::array()}});
 }
 
+// A reasoning model's reasoning, as a reasoning item with its text (there is no summary).
+std::string ResponsesWriter::add_reasoning(const std::string& text) {
+  std::string out;
+  if (!item_open_ || items_.back()["type"] != "reasoning") {
+    out += close_item("completed");
+    items_.push_back({{"id", random_id("rs_")},
+                      {"type", "reasoning"},
+                      {"status", "in_progress"},
+                      {"summary", json::array()},
+                      {"content", json::array({{{"type", "reasoning_text"}, {"text", ""}}})}});
+    item_open_ = true;
+    out += event("response.output_item.added", {{"output_index", items_.size() - 1}, {"item", items_.back()}});
+  }
+  json& item = items_.back();
+  json& part = item["content"][0];
+  part["text"] = part["text"].get<std::string>() + text;
+  return out + event("response.reasoning_text.delta",
+                     {{"item_id", item["id"]}, {"output_index", items_.size() - 1}, {"content_index", 0}, {"delta", text}});
+}
+
 std::string ResponsesWriter::add_call(const ToolCallDelta& d) {
   std::string out;
   if (d.first) {
@@ -111,6 +131,11 @@ std::string ResponsesWriter::close_item(const char* status) {
                                                {"logprobs", json::array()}});
     out += event("response.content_part.done",
                  {{"item_id", item["id"]}, {"output_index", index}, {"content_index", 0}, {"part", part}});
+  } else if (item["type"] == "reasoning") {
+    out += event("response.reasoning_text.done", {{"item_id", item["id"]},
+                                                  {"output_index", index},
+                                                  {"content_index", 0},
+                                                  {"text", item["content"][0]["text"]}});
   } else {
     out += event("response.function_call_arguments.done",
                  {{"item_id", item["id"]}, {"output_index", index}, {"name", item["name"]}, {"arguments", item["arguments"]}});
@@ -135,7 +160,8 @@ std::string ResponsesWriter::add(const std::vector<ChoiceEvent>& events) {
       return out + failed();
     }
     finish_ = o.finish;
-    const ParsedOutput parsed = splitter_.feed(o.text, o.finish.has_value());
+    const OutputParts parsed = splitter_.feed(o.text, o.finish.has_value());
+    if (!parsed.reasoning.empty()) out += add_reasoning(parsed.reasoning);
     if (!parsed.content.empty()) out += add_text(parsed.content);
     for (const ToolCallDelta& d : parsed.calls) out += add_call(d);
   }
@@ -158,6 +184,8 @@ json ResponsesWriter::assistant_turn() const {
   for (const json& item : items_) {
     if (item["type"] == "message") {
       turn["content"] = turn["content"].get<std::string>() + item["content"][0]["text"].get<std::string>();
+    } else if (item["type"] == "reasoning") {
+      turn["reasoning_content"] = item["content"][0]["text"];
     } else {
       turn["tool_calls"].push_back(
           {{"id", item["call_id"]}, {"type", "function"}, {"function", {{"name", item["name"]}, {"arguments", item["arguments"]}}}});

@@ -32,6 +32,7 @@ class ResponsesWriter : public ApiWriter {
 
  private:
   std::string event(const char* type, json payload);
+  std::string add_reasoning(const std::string& text);
   std::string add_text(const std::string& text);
   std::string add_call(const ToolCallDelta& d);
   std::string open_message();

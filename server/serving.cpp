@@ -90,6 +90,12 @@ Serving::Serving(const Model& model, std::string served_model_name, const Engine
     }
   }
   template_renders_tools_ = template_ && renders_hermes_tools(*template_);
+  const ReasoningTags tags;
+  const std::string& parser = options.reasoning_parser;
+  if (parser == "auto" ? template_ && template_->source().find(tags.close) != std::string::npos : parser != "none") {
+    reasoning_tags_ = tags;
+  }
+  reasoning_budget_default_ = options.reasoning_budget;
   if (observer_) outputs_.set_step_observer([this](const StepStats& s) { observer_->on_step(s); });
   const std::vector<int32_t> windows = runner_->kv_group_windows();
   const auto windowed = std::count_if(windows.begin(), windows.end(), [](int32_t w) { return w > 0; });
@@ -114,7 +120,8 @@ std::vector<int32_t> Serving::chat_prompt(const std::vector<ChatMessage>& messag
 }
 
 std::vector<int32_t> Serving::chat_prompt(const nlohmann::ordered_json& messages,
-                                          const nlohmann::ordered_json& tools) const {
+                                          const nlohmann::ordered_json& tools,
+                                          const nlohmann::ordered_json& template_kwargs) const {
   if (!template_) throw UnsupportedTemplate(template_error_);
   for (const auto& m : messages) {
     const std::string role = m.value("role", "");
@@ -123,9 +130,30 @@ std::vector<int32_t> Serving::chat_prompt(const nlohmann::ordered_json& messages
     }
   }
   const std::string text = template_renders_tools_
-                               ? template_->render(with_argument_objects(messages), /*add_generation_prompt=*/true, tools)
-                               : template_->render(with_tools_as_text(messages, tools), /*add_generation_prompt=*/true);
+                               ? template_->render(with_argument_objects(messages), /*add_generation_prompt=*/true, tools,
+                                                   template_kwargs)
+                               : template_->render(with_tools_as_text(messages, tools), /*add_generation_prompt=*/true,
+                                                   nullptr, template_kwargs);
   return model_.encode_rendered_chat(text);
+}
+
+// The prompt's last few tokens hold the generation prompt's end, tag included if the template wrote one.
+bool Serving::opens_reasoning(const std::vector<int32_t>& prompt) const {
+  if (!reasoning_tags_) return false;
+  const size_t tail = std::min<size_t>(prompt.size(), 16);
+  std::string text = tokenizer().decode(std::vector<int32_t>(prompt.end() - tail, prompt.end()));
+  text.erase(text.find_last_not_of(" \t\r\n") + 1);
+  return text.ends_with(reasoning_tags_->open);
+}
+
+ReasoningBudget Serving::reasoning_budget(int32_t max_tokens, bool starts_inside) const {
+  ReasoningBudget b;
+  b.max_tokens = max_tokens;
+  b.open_ids = tokenizer().encode(reasoning_tags_->open, /*add_special=*/false, /*parse_special=*/true);
+  b.close_ids = tokenizer().encode(reasoning_tags_->close, /*add_special=*/false, /*parse_special=*/true);
+  b.starts_inside = starts_inside;
+  b.vocab_size = runner_->vocab_size();
+  return b;
 }
 
 std::vector<int32_t> Serving::text_prompt(const std::string& text) const {

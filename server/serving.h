@@ -20,6 +20,7 @@
 #include "scheduler/engine.h"
 #include "scheduler/output_processor.h"
 #include "server/engine_options.h"
+#include "server/reasoning_splitter.h"
 
 namespace flashserve {
 
@@ -91,7 +92,18 @@ class Serving {
   // The same for OpenAI-shaped messages ({role, content} with string content; assistant
   // `tool_calls`, tool `tool_call_id`) and the request's `tools` (null for none). Templates that
   // render tools get them as they are; for the others they become text (model/tool_prompt.h).
-  std::vector<int32_t> chat_prompt(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools) const;
+  // `template_kwargs`: more variables for the template (chat_template_kwargs, e.g. enable_thinking).
+  std::vector<int32_t> chat_prompt(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                   const nlohmann::ordered_json& template_kwargs = nlohmann::ordered_json::object()) const;
+  // Reasoning models (--reasoning-parser): the tags their reasoning sits between; nullopt: the
+  // output is not split.
+  const std::optional<ReasoningTags>& reasoning_tags() const { return reasoning_tags_; }
+  // Whether a chat prompt leaves the model inside its reasoning (the template wrote the open tag).
+  bool opens_reasoning(const std::vector<int32_t>& prompt) const;
+  // The sampler's reasoning budget of `max_tokens` for the tags above (reasoning_tags() must be set).
+  ReasoningBudget reasoning_budget(int32_t max_tokens, bool starts_inside) const;
+  int32_t reasoning_budget_default() const { return reasoning_budget_default_; }  // -1: none
+
   // Plain text -> prompt token ids (BOS as the vocabulary asks; special tokens parsed).
   std::vector<int32_t> text_prompt(const std::string& text) const;
   // A constraint's GBNF compiled for this model's vocabulary, from the cache when it was seen
@@ -134,6 +146,8 @@ class Serving {
   std::unique_ptr<ChatTemplate> template_;  // null if the model has none we can apply
   std::string template_error_;
   bool template_renders_tools_ = false;  // Hermes-style: tools and <tool_call> in the template itself
+  std::optional<ReasoningTags> reasoning_tags_;
+  int32_t reasoning_budget_default_ = -1;
   std::unique_ptr<ModelRunner> runner_;  // CPU or GPU, per --device
   std::unique_ptr<grammar::GrammarCache> grammars_;
   int32_t max_waiting_;
