@@ -47,6 +47,8 @@ struct SequenceInput {
   // across steps (the engine's running sequences), so a step carries only the blocks added since
   // the last, until ForwardBatch::released names the id.
   int64_t kept_id = -1;
+  // Embeddings: the final-normed hidden state of every new token comes back (ForwardOutput::hidden).
+  bool hidden = false;
 };
 
 struct ForwardBatch {
@@ -63,6 +65,9 @@ struct ForwardOutput {
   std::vector<int32_t> first_row;       // per sequence: its first row in logits
   std::vector<int32_t> num_rows;        // per sequence: 1, 0, or its new token count (LogitRows)
   std::vector<SampledToken> sampled;    // per sequence: token -1 unless SequenceInput::sample was set
+  int32_t dim = 0;
+  // Per sequence: [its new tokens][dim], when SequenceInput::hidden was set; else empty.
+  std::vector<std::vector<float>> hidden;
 
   const float* row(int32_t seq, int32_t i = 0) const {
     return logits.data() + size_t(first_row[seq] + i) * vocab_size;

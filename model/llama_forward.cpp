@@ -135,9 +135,10 @@ void LlamaRunner::State::enqueue(const StepShape& shape) {
   be->get_rows(token_embd.data, token_embd.type, cfg.dim, in + at.token_ids, shape.tokens, x.get<float>());
   if (cfg.embed_scale != 1.0f) be->scale(x.get<float>(), cfg.embed_scale, int64_t(shape.tokens) * cfg.dim);
   for (int32_t li = 0; li < cfg.num_layers; ++li) enqueue_layer(li, shape, at);
-  if (shape.logit_rows == 0) return;
+  if (shape.logit_rows == 0 && !shape.hidden) return;
   // Final norm over every row (cheap next to the LM head), then only the logit rows go on.
   be->add_rmsnorm(x.get<float>(), tmp.get<float>(), output_norm, h.get<float>(), shape.tokens, cfg.dim, cfg.rms_eps);
+  if (shape.logit_rows == 0) return;
   be->get_rows(h.get<float>(), DType::F32, cfg.dim, in + at.logit_rows, shape.logit_rows, last.get<float>());
   linear(last.get<float>(), shape.logit_rows, output, logits.get<float>());
   if (cfg.logit_multiplier != 1.0f) {

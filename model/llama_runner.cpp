@@ -242,6 +242,19 @@ void LlamaRunner::State::sample(const ForwardBatch& batch, int32_t rows, Forward
   }
 }
 
+// The final norm's rows of the sequences that asked for them.
+void LlamaRunner::State::copy_hidden(const ForwardBatch& batch, const FlatBatch& fb, ForwardOutput& out) {
+  out.dim = cfg.dim;
+  out.hidden.assign(batch.seqs.size(), {});
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    if (!batch.seqs[i].hidden) continue;
+    const SeqSpan& span = fb.seqs[i];
+    std::vector<float>& rows = out.hidden[i];
+    rows.resize(size_t(span.num_queries) * size_t(cfg.dim));
+    be->copy_out(rows.data(), h.get<float>() + size_t(span.query_start) * size_t(cfg.dim), rows.size() * sizeof(float));
+  }
+}
+
 LlamaRunner::LlamaRunner(const Model& model, std::unique_ptr<kernels::Backend> backend, const RunnerConfig& config,
                          const KvPoolSizer& kv_blocks)
     : s_(std::make_unique<State>(model, checked(std::move(backend), model, config), config)) {
@@ -298,8 +311,9 @@ ForwardOutput LlamaRunner::forward(const ForwardBatch& batch) {
   check_sampling(batch);
   const int32_t tokens = int32_t(fb.token_ids.size()), seqs = int32_t(fb.seqs.size());
   const int32_t rows = int32_t(fb.logit_rows.size());
+  const bool hidden = std::any_of(batch.seqs.begin(), batch.seqs.end(), [](const SequenceInput& q) { return q.hidden; });
   const bool decode = tokens == seqs;
-  const int32_t bucket = decode && rows == seqs ? s.bucket_for(seqs) : 0;
+  const int32_t bucket = decode && rows == seqs && !hidden ? s.bucket_for(seqs) : 0;
   const int64_t moves = s.tables.moves();
   const std::vector<int32_t> table_rows = s.tables.update(batch, fb);
   if (s.tables.moves() != moves) s.recorded.clear();  // they read the tables at the old address
@@ -319,7 +333,7 @@ ForwardOutput LlamaRunner::forward(const ForwardBatch& batch) {
       max_queries = std::max(max_queries, a.num_queries);
       max_context = std::max(max_context, a.context_len);
     }
-    const StepShape shape{tokens, rows, seqs, max_queries, max_context};
+    const StepShape shape{tokens, rows, seqs, max_queries, max_context, hidden};
     const InputLayout at(tokens, rows, seqs, s.groups.num_groups());
     s.stage(fb, table_rows, at);
     s.be->copy_in(s.inputs.get(), s.staging.data(), size_t(at.total) * sizeof(int32_t));
@@ -335,6 +349,7 @@ ForwardOutput LlamaRunner::forward(const ForwardBatch& batch) {
     out.logits.resize(size_t(rows) * s.cfg.vocab_size);
     s.be->copy_out(out.logits.data(), s.logits.get(), out.logits.size() * sizeof(float));
   }
+  if (hidden) s.copy_hidden(batch, fb, out);
   out.sampled.assign(batch.seqs.size(), SampledToken{});
   if (any_sampled) s.sample(batch, rows, out);  // after the copy: sampling overwrites the logits
   s.be->synchronize();

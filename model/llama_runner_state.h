@@ -52,6 +52,7 @@ struct InputLayout {
 struct StepShape {
   int32_t tokens, logit_rows, seqs;
   int32_t max_num_queries, max_context_len;  // attention's bounds (see kernels::AttentionBatch)
+  bool hidden = false;  // the final norm runs over every row even without logit rows (embeddings)
 };
 
 struct LlamaRunner::State {
@@ -66,6 +67,7 @@ struct LlamaRunner::State {
                            const InputLayout& at);
   void run_recorded(const StepShape& shape);
   void sample(const ForwardBatch& batch, int32_t rows, ForwardOutput& out);
+  void copy_hidden(const ForwardBatch& batch, const FlatBatch& fb, ForwardOutput& out);
 
   // llama_forward.cpp
   void enqueue(const StepShape& shape);

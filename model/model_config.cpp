@@ -95,7 +95,28 @@ int32_t read_vocab_size(const GgufFile& f, const ConfigKeys& k) {
   return static_cast<int32_t>(n);
 }
 
+Pooling read_pooling(const ConfigKeys& k) {
+  switch (k.uint_or("pooling_type", 0)) {
+    case 0: return Pooling::Last;
+    case 1: return Pooling::Mean;
+    case 2: return Pooling::Cls;
+    case 3: return Pooling::Last;
+    case 4: return Pooling::Rank;
+  }
+  k.fail("pooling_type", "must be 0 (none), 1 (mean), 2 (cls), 3 (last) or 4 (rank)");
+}
+
 }  // namespace
+
+const char* to_string(Pooling p) {
+  switch (p) {
+    case Pooling::Mean: return "mean";
+    case Pooling::Cls: return "cls";
+    case Pooling::Last: return "last";
+    case Pooling::Rank: return "rank";
+  }
+  return "?";
+}
 
 ModelConfig read_model_config(const GgufFile& f) {
   ModelConfig c;
@@ -113,6 +134,7 @@ ModelConfig read_model_config(const GgufFile& f) {
   read_rope(k, c);
   c.vocab_size = read_vocab_size(f, k);
   read_experts(k, c);
+  c.pooling = read_pooling(k);
   if (family->read_keys) family->read_keys(k, c);
   return c;
 }

@@ -8,6 +8,12 @@ namespace flashserve {
 
 class GgufFile;
 
+// How an embedding is made of a prompt's final hidden states: `<arch>.pooling_type` in llama.cpp's
+// numbering (1 mean, 2 cls: the first token, 3 last, 4 rank: a reranker's). Causal language models
+// carry none (0 or absent): their last token is the one that has seen the whole prompt.
+enum class Pooling { Mean, Cls, Last, Rank };
+const char* to_string(Pooling p);
+
 struct ModelConfig {
   std::string arch;              // general.architecture: one of model_family.h's families
   std::string name;              // general.name, if present
@@ -39,6 +45,7 @@ struct ModelConfig {
   float rope_theta_local = 0.0f;
   int32_t num_experts = 0;       // expert_count; 0 for a dense (non-MoE) FFN
   int32_t num_experts_used = 0;  // expert_used_count: experts each token is routed to
+  Pooling pooling = Pooling::Last;
 
   bool is_moe() const { return num_experts > 0; }
   bool is_local_layer(int32_t layer) const {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <stdexcept>
 
 #include "model/tokenizer.h"
 
@@ -33,7 +34,7 @@ ForwardBatch build_batch(SchedulerOutput& out) {
     const auto first = r.token_ids.begin() + r.num_computed_tokens;
     batch.seqs.push_back({r.num_computed_tokens, std::vector<int32_t>(first, first + s.num_scheduled_tokens),
                           std::move(s.tables.new_blocks), s.samples ? LogitRows::Last : LogitRows::None, -1,
-                          s.tables.copy_id});
+                          s.tables.copy_id, r.pooled.has_value()});
     if (s.samples) {
       batch.seqs.back().sample = int32_t(batch.samples.size());
       batch.samples.push_back(r.sampler.step());
@@ -59,6 +60,8 @@ Engine::~Engine() { stop(); }
 
 std::optional<RequestError> Engine::check(const GenerateRequest& g) const {
   if (auto error = validate(g.params, runner_.vocab_size())) return RequestError{ErrorKind::Invalid, *error};
+  if (g.pooling == Pooling::Rank) return RequestError{ErrorKind::Invalid, "rank pooling scores pairs; it makes no embedding"};
+  if (g.pooling && g.prompt_ids.empty()) return RequestError{ErrorKind::Invalid, "an embedding needs at least one token"};
   for (int32_t t : g.prompt_ids) {
     if (t < 0 || t >= runner_.vocab_size()) {
       return RequestError{ErrorKind::Invalid, "prompt token id " + std::to_string(t) + " is out of range"};
@@ -241,6 +244,7 @@ void Engine::run_batch(SchedulerOutput& out) {
   const ForwardBatch batch = build_batch(out);
   try {
     logits = runner_.forward(batch);
+    pool_hidden_rows(out, logits);
   } catch (const std::exception& e) {
     // A plan the model refuses is our bug, not the client's: fail those requests, keep serving.
     std::vector<Request*> failed;
@@ -269,6 +273,18 @@ void Engine::run_batch(SchedulerOutput& out) {
   }
 }
 
+// Embedding requests take this step's hidden rows into their pooling.
+void Engine::pool_hidden_rows(const SchedulerOutput& out, const ForwardOutput& forward) {
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    const ScheduledRequest& s = out.scheduled[i];
+    if (!s.req->pooled) continue;
+    if (i >= forward.hidden.size() || forward.hidden[i].size() != size_t(s.num_scheduled_tokens) * size_t(forward.dim)) {
+      throw std::runtime_error("the runner returned no hidden states for an embedding request");
+    }
+    s.req->pooled->add(forward.hidden[i].data(), s.num_scheduled_tokens, forward.dim, s.req->num_computed_tokens);
+  }
+}
+
 void Engine::emit(Request& r, RequestOutput o) {
   o.req_id = r.req_id;
   o.finish = r.finish;
@@ -278,6 +294,7 @@ void Engine::emit(Request& r, RequestOutput o) {
   o.num_preemptions = r.num_preemptions;
   o.error = r.error;
   o.timings = r.timings;
+  if (r.pooled && r.finish == FinishReason::Stop) o.embedding = r.pooled->embedding();
   if (!r.on_output) return;
   r.on_output(o);
   if (r.finish) r.on_output = nullptr;  // let go of what it holds now, not when the request is destroyed

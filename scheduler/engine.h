@@ -93,6 +93,7 @@ class Engine {
   void report_dropped(const SchedulerOutput& out);
   // Moves the block-table deltas out of `out` into the runner's batch.
   void run_batch(SchedulerOutput& out);
+  void pool_hidden_rows(const SchedulerOutput& out, const ForwardOutput& forward);
   void emit(Request& r, RequestOutput out);
   void publish_stats(bool stepped);
 

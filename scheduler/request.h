@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 #include "scheduler/kv_cache_manager.h"
+#include "scheduler/pooling.h"
 #include "scheduler/sampler.h"
 #include "scheduler/sampling_params.h"
 
@@ -55,6 +56,8 @@ struct GenerateRequest {
   int32_t priority = 0;  // lower is served first (with priority scheduling)
   Clock::time_point arrival = Clock::now();
   Clock::time_point deadline = Clock::time_point::max();  // the client's; dropped once it passes
+  // An embedding: the prompt is computed and pooled this way, nothing is generated.
+  std::optional<Pooling> pooling;
 };
 
 // One request's progress in one step; the last one has `finish` set. The engine reports tokens;
@@ -70,6 +73,7 @@ struct RequestOutput {
   int32_t num_cached_tokens = 0;     // prompt tokens served from the prefix cache
   int32_t num_preemptions = 0;
   RequestTimings timings;
+  std::vector<float> embedding;      // an embedding request's, with its finish (Stop)
 };
 // Runs on the engine thread: must return quickly and never call back into the engine.
 using OutputCallback = std::function<void(const RequestOutput&)>;
@@ -99,9 +103,12 @@ struct Request {
   std::optional<RequestError> error;  // with finish Abort, when the server (not the client) ended it
   RequestTimings timings;
   OutputCallback on_output;  // the engine's: where its progress goes, until its finish is told
+  std::optional<PooledState> pooled;  // an embedding request's
 
   int32_t num_tokens() const { return int32_t(token_ids.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  // Whether the next step that reaches the end of its tokens samples one (embeddings never do).
+  bool generates() const { return !pooled; }
 };
 
 }  // namespace flashserve

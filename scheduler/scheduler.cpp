@@ -35,6 +35,7 @@ Request::Request(GenerateRequest g, uint64_t fallback_seed)
       sampler(params, token_ids, fallback_seed),
       deadline(g.deadline) {
   timings.arrival = g.arrival;
+  if (g.pooling) pooled.emplace(*g.pooling, num_prompt_tokens);
 }
 
 Scheduler::Scheduler(SchedulerConfig cfg, KvCacheManager& kv) : cfg_(cfg), kv_(kv) {}
@@ -154,7 +155,7 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
       if (self) return;
       fits = kv_.allocate(r.kv, r.num_computed_tokens + n, r.num_computed_tokens);
     }
-    out.scheduled.push_back({&r, n, r.num_computed_tokens + n == r.num_tokens(), {}});
+    out.scheduled.push_back({&r, n, r.generates() && r.num_computed_tokens + n == r.num_tokens(), {}});
     budget -= n;
     ++i;
   }
@@ -170,7 +171,9 @@ RequestError Scheduler::never_fits(const Request& r) const {
 void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget) {
   while (!waiting_.empty() && budget > 0 && int32_t(running_.size()) < cfg_.max_num_seqs) {
     Request& r = *waiting_.front();
-    r.num_computed_tokens = kv_.acquire_cached_prefix(r.kv, r.token_ids);
+    // Mean and first-token pooling read every prompt position's hidden state: nothing is skipped.
+    const bool whole_prompt = r.pooled && r.pooled->pooling() != Pooling::Last;
+    r.num_computed_tokens = whole_prompt ? 0 : kv_.acquire_cached_prefix(r.kv, r.token_ids);
     if (!r.scheduled_before) r.num_cached_tokens = r.num_computed_tokens;
     const int32_t n = std::min(r.num_tokens() - r.num_computed_tokens, budget);
     if (!kv_.allocate(r.kv, r.num_computed_tokens + n, r.num_computed_tokens)) {
@@ -191,7 +194,7 @@ void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget) {
     auto pos = std::upper_bound(running_.begin(), running_.end(), owned,
                                 [this](const auto& a, const auto& b) { return before(*a, *b); });
     running_.insert(pos, std::move(owned));
-    out.scheduled.push_back({&r, n, r.num_computed_tokens + n == r.num_tokens(), {}});
+    out.scheduled.push_back({&r, n, r.generates() && r.num_computed_tokens + n == r.num_tokens(), {}});
     budget -= n;
   }
 }
@@ -199,6 +202,7 @@ void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget) {
 void Scheduler::preempt(std::unique_ptr<Request> victim) {
   kv_.free(victim->kv);
   victim->num_computed_tokens = 0;
+  if (victim->pooled) victim->pooled->reset();
   ++victim->num_preemptions;
   ++num_preemptions_;
   insert_waiting(std::move(victim));
@@ -221,6 +225,7 @@ RequestUpdate Scheduler::advance(const ScheduledRequest& s, const SampledToken* 
   r.num_computed_tokens += s.num_scheduled_tokens;
   kv_.cache_full_blocks(r.kv, r.token_ids, r.num_computed_tokens);
   RequestUpdate u{&r, std::nullopt};
+  if (r.pooled && r.num_computed_tokens == r.num_tokens()) finish(r, FinishReason::Stop);  // its prompt is pooled
   if (!sampled) return u;
 
   if (r.num_output_tokens() == 0) r.timings.first_token = now;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "server/cors.h"
+#include "server/embeddings.h"
 #include "server/http_loop.h"
 #include "server/http_router.h"
 #include "server/http_wire.h"
@@ -64,6 +65,7 @@ struct HttpServer::Impl : HttpHandler {
 
   void generate(const httplib::Request& req, Endpoint endpoint);
   void create_response(const httplib::Request& req);
+  void embed(const httplib::Request& req);
   StoredResponse stored_response(const httplib::Request& req);
   json model_card() const;
   void ready(httplib::Response& res) const;
@@ -136,6 +138,15 @@ void HttpServer::Impl::create_response(const httplib::Request& req) {
                                                     cors.answer_headers(req.get_header_value("Origin")), make_writer));
 }
 
+void HttpServer::Impl::embed(const httplib::Request& req) {
+  auto r = std::make_shared<EmbeddingsRequest>(parse_embeddings_request(parse_body(req.body), serving));
+  auto make_writer = [this, r](const GenerationRequest& g) {
+    return std::make_unique<EmbeddingsWriter>(g, r->base64, serving.model_name());
+  };
+  HttpRouter::defer(std::make_unique<GenerationJob>(serving, std::move(r->generation), HttpRouter::exchange(),
+                                                    cors.answer_headers(req.get_header_value("Origin")), make_writer));
+}
+
 StoredResponse HttpServer::Impl::stored_response(const httplib::Request& req) {
   const std::string id = req.matches[1];
   std::optional<StoredResponse> stored = responses.get(id);
@@ -196,6 +207,7 @@ void HttpServer::Impl::setup_routes() {
   auto api = [this](Handler h) { return guarded(std::move(h), true); };
   router.Post("/v1/completions", api([this](const auto& req, auto&) { generate(req, Endpoint::Completions); }));
   router.Post("/v1/chat/completions", api([this](const auto& req, auto&) { generate(req, Endpoint::Chat); }));
+  router.Post("/v1/embeddings", api([this](const auto& req, auto&) { embed(req); }));
   router.Post("/v1/responses", api([this](const auto& req, auto&) { create_response(req); }));
   router.Get("/v1/responses/([^/]+)", api([this](const auto& req, auto& res) {
     send_json(res, 200, stored_response(req).response);
@@ -230,7 +242,8 @@ void HttpServer::Impl::setup_routes() {
       res.set_header("Allow", allow);
     };
   };
-  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/v1/responses", "/tokenize", "/detokenize"}) {
+  for (const char* path :
+       {"/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/tokenize", "/detokenize"}) {
     router.Get(path, not_allowed("POST"));
   }
   for (const char* path : {"/v1/models", "/health", "/ready", "/metrics"}) router.Post(path, not_allowed("GET"));

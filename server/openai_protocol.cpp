@@ -568,7 +568,9 @@ SamplingParams params_for(const GenerationRequest& r, int32_t choice, int32_t ma
                           int32_t max_tokens_default) {
   SamplingParams p = r.params;
   const int32_t prompt_len = int32_t(r.prompts[size_t(choice / r.n)].size());
-  if (r.max_tokens) {
+  if (r.pooling) {
+    p.max_tokens = 1;  // nothing is generated; the engine's rules still ask for one
+  } else if (r.max_tokens) {
     p.max_tokens = *r.max_tokens;
   } else if (r.endpoint == Endpoint::Completions) {
     p.max_tokens = max_tokens_default > 0 ? max_tokens_default : 16;  // OpenAI's default for completions
@@ -590,6 +592,7 @@ std::vector<GenerateRequest> engine_requests(const GenerationRequest& r, int32_t
     g.prompt_ids = r.prompts[size_t(c / r.n)];
     g.params = params_for(r, c, max_model_len, max_tokens_default);
     g.priority = r.priority;
+    g.pooling = r.pooling;
   }
   return choices;
 }

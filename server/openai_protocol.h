@@ -24,7 +24,7 @@ std::string_view rejection_reason(const ApiError& e);
 // A missing "model" means the served one; any other name -> 404 model_not_found.
 void check_model(const json& body, const std::string& served_name);
 
-enum class Endpoint { Completions, Chat };
+enum class Endpoint { Completions, Chat, Embeddings };
 
 // One /v1/completions or /v1/chat/completions request, tokenized and ready to submit.
 struct GenerationRequest {
@@ -40,6 +40,7 @@ struct GenerationRequest {
   bool logprobs = false;                      // report logprobs (top params.logprobs alternatives)
   std::optional<ToolCalling> tools;           // chat: the functions offered, and how (none with tool_choice none)
   std::optional<ReasoningMode> reasoning;     // chat with a reasoning model: the output's reasoning split off
+  std::optional<Pooling> pooling;             // embeddings: each prompt pooled, nothing generated
 
   int32_t num_choices() const { return int32_t(prompts.size()) * n; }
 };
