@@ -1,4 +1,4 @@
-// The OpenAI-compatible HTTP API, plus health, readiness, metrics and tokenize endpoints, behind
+// The OpenAI-compatible HTTP API and Anthropic's Messages API, plus health, readiness, metrics and tokenize endpoints, behind
 // our event loop (http_loop.h) with cpp-httplib parsing and routing inside it. Handlers never throw
 // past one wrapper that turns exceptions into OpenAI error JSON.
 #pragma once
