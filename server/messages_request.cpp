@@ -10,10 +10,11 @@ namespace {
 
 // Fields the chat parser reads as they are (their rules are the same on both endpoints).
 const std::set<std::string_view> kChatFields = {"model", "max_tokens", "top_p", "top_k", "stream"};
-// Read here.
-const std::set<std::string_view> kOwnFields = {"messages",    "system",   "stop_sequences", "temperature",
-                                               "tools",       "tool_choice", "metadata",    "thinking",
-                                               "cache_control", "service_tier"};
+// Every field POST /v1/messages takes (those not in kChatFields are read here).
+const std::set<std::string_view> kCreateFields = {"model",       "max_tokens", "top_p",         "top_k",
+                                                  "stream",      "messages",   "system",        "stop_sequences",
+                                                  "temperature", "tools",      "tool_choice",   "metadata",
+                                                  "thinking",    "cache_control", "service_tier"};
 // count_tokens takes what shapes the prompt.
 const std::set<std::string_view> kCountFields = {"model", "messages", "system", "tools", "tool_choice", "thinking",
                                                  "cache_control"};
@@ -26,8 +27,8 @@ std::string path(const std::string& where, const char* key) { return where.empty
 
 const std::string& required_string(const json& obj, const char* key, const std::string& where) {
   const json* v = field(obj, key);
-  if (!v) throw bad_request("'" + where + "." + key + "' is required", where);
-  if (!v->is_string()) throw wrong_type(where + "." + key, "a string");
+  if (!v) throw bad_request("'" + path(where, key) + "' is required", where);
+  if (!v->is_string()) throw wrong_type(path(where, key), "a string");
   return v->get_ref<const std::string&>();
 }
 
@@ -277,18 +278,21 @@ void refuse_unsupported(const json& body) {
   if (const json* v = field(body, "service_tier"); v && *v != "auto" && *v != "standard_only") {
     throw bad_request("'service_tier' must be \"auto\" or \"standard_only\" (there is one tier)", "service_tier");
   }
-  if (const json* v = field(body, "temperature")) {
-    if (!v->is_number()) throw wrong_type("temperature", "a number");
-    const double t = v->get<double>();
-    if (!(t >= 0 && t <= 1)) throw bad_request("'temperature' must be in [0, 1], got " + v->dump(), "temperature");
-  }
 }
 
-// The chat body the request reads as, the fields of `own` read here and refused if anything else.
-json chat_body(const json& body, const std::set<std::string_view>& own, const Serving& serving) {
+// Anthropic's range, narrower than OpenAI's [0, 2] the chat parser allows.
+const json& temperature(const json& v) {
+  if (!v.is_number()) throw wrong_type("temperature", "a number");
+  const double t = v.get<double>();
+  if (!(t >= 0 && t <= 1)) throw bad_request("'temperature' must be in [0, 1], got " + v.dump(), "temperature");
+  return v;
+}
+
+// The chat body the request reads as; a field not among `fields` is refused.
+json chat_body(const json& body, const std::set<std::string_view>& fields, const Serving& serving) {
   json chat = json::object();
   for (const auto& [key, value] : body.items()) {
-    if (!own.count(key)) {
+    if (!fields.count(key)) {
       throw bad_request("Unrecognized request argument supplied: " + key, key, "unsupported_parameter");
     }
     if (kChatFields.count(key)) chat[key] = value;
@@ -296,7 +300,7 @@ json chat_body(const json& body, const std::set<std::string_view>& own, const Se
   refuse_unsupported(body);
   check_cache_control(body, "");
   if (!field(body, "model")) throw bad_request("'model' is required", "model");
-  if (const json* v = field(body, "temperature")) chat["temperature"] = *v;
+  if (const json* v = field(body, "temperature")) chat["temperature"] = temperature(*v);
   if (const json* v = field(body, "tools")) chat["tools"] = chat_tools(*v);
   if (const json* v = field(body, "tool_choice")) translate_tool_choice(*v, chat);
   const json* messages = field(body, "messages");
@@ -309,16 +313,20 @@ json chat_body(const json& body, const std::set<std::string_view>& own, const Se
   return chat;
 }
 
-// The chat parser names chat fields; the client wrote Anthropic's.
+// The chat parser names chat fields; the client wrote Anthropic's. Only the stop strings' errors
+// can name one the client did not write (the others are checked here first).
 GenerationRequest parse_as_chat(const json& chat, const Serving& serving, const std::function<bool()>& cancelled) {
   try {
     return parse_chat_request(chat, serving, cancelled);
   } catch (const ApiError& e) {
     if (e.param != "stop") throw;
     std::string message = e.what();
-    for (size_t pos; (pos = message.find("'stop'")) != std::string::npos;) message.replace(pos, 6, "'stop_sequences'");
-    ApiError renamed(e.status, message, e.type, "stop_sequences", e.code);
-    throw renamed;
+    for (const auto& [chat_name, name] : {std::pair{"'stop'", "'stop_sequences'"},
+                                          {"'parallel_tool_calls' false", "'disable_parallel_tool_use' true"}}) {
+      const size_t pos = message.find(chat_name);
+      if (pos != std::string::npos) message.replace(pos, std::string_view(chat_name).size(), name);
+    }
+    throw ApiError(e.status, message, e.type, "stop_sequences", e.code);
   }
 }
 
@@ -326,9 +334,7 @@ GenerationRequest parse_as_chat(const json& chat, const Serving& serving, const 
 
 MessagesRequest parse_messages_request(const json& body, const Serving& serving,
                                        const std::function<bool()>& cancelled) {
-  std::set<std::string_view> fields = kChatFields;
-  fields.insert(kOwnFields.begin(), kOwnFields.end());
-  json chat = chat_body(body, fields, serving);
+  json chat = chat_body(body, kCreateFields, serving);
   if (!field(body, "max_tokens")) throw bad_request("'max_tokens' is required", "max_tokens");
   check_metadata(body);
   MessagesRequest r;

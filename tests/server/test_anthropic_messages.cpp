@@ -139,6 +139,11 @@ TEST_F(MessagesRequestTest, ToolChoiceKinds) {
   EXPECT_FALSE(single.generation.tools->parallel);
   EXPECT_EQ(single.generation.params.stop, std::vector<std::string>{"</tool_call>"});
   EXPECT_TRUE(single.stop_sequences.empty());  // the server's stop is not the client's
+  // ... which leaves room for three of the client's; the refusal names the fields the client wrote.
+  b["stop_sequences"] = {"a", "b", "c", "d"};
+  const std::string refused = refusal(b);
+  EXPECT_NE(refused.find("'disable_parallel_tool_use' true, 'stop_sequences' may hold at most 3"), std::string::npos)
+      << refused;
 }
 
 TEST_F(MessagesRequestTest, RefusalsNameTheField) {
@@ -336,7 +341,8 @@ TEST(MessagesWriter, StreamEvents) {
 TEST(MessagesWriter, StreamedStopSequence) {
   const GenerationRequest r = generation(true, false);
   MessagesWriter w(r, {"END"}, "m");
-  const std::string sse = w.add({{0, last_event("a", 1, FinishReason::Stop, "END")}}) + w.finish();
+  std::string sse = w.add({{0, last_event("a", 1, FinishReason::Stop, "END")}});
+  sse += w.finish();
   const std::vector<NamedEvent> events = sse_named_events(sse);
   ASSERT_GE(events.size(), 2u);
   EXPECT_EQ(events[events.size() - 2].data["delta"], json::parse(R"({"stop_reason": "stop_sequence", "stop_sequence": "END"})"));
