@@ -115,9 +115,8 @@ Handler HttpServer::Impl::guarded(Handler handler, bool authenticated, Api api) 
 // Anthropic's clients send the key as "x-api-key: <key>"; a bearer key is taken there too.
 void HttpServer::Impl::check_auth(const httplib::Request& req, Api api) const {
   if (options.api_key.accepts(req.get_header_value("Authorization"))) return;
-  if (api == Api::Anthropic && req.has_header("x-api-key") && options.api_key.accepts_key(req.get_header_value("x-api-key"))) {
-    return;
-  }
+  const bool has_x_api_key = api == Api::Anthropic && req.has_header("x-api-key");
+  if (has_x_api_key && options.api_key.accepts_key(req.get_header_value("x-api-key"))) return;
   const char* how = api == Api::Anthropic ? "send 'x-api-key: <key>' or 'Authorization: Bearer <key>'"
                                           : "send 'Authorization: Bearer <key>'";
   throw ApiError(401, std::string("missing or wrong API key: ") + how, "invalid_request_error", "", "invalid_api_key");
