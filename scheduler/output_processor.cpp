@@ -79,12 +79,13 @@ void OutputProcessor::deliver(Stream& s, RequestOutput& o) {
     ++s.num_output_tokens;
     OutputText::Delta delta = s.text.push(t.token);
     o.text += delta.text;
-    if (!delta.stopped) continue;
+    if (!delta.stop) continue;
     // The text ends before the stop string. The engine may already be computing more tokens for
     // it; they are dropped, and the cancel frees its blocks.
     engine_.cancel(o.req_id);
     s.ended = true;
     o.finish = FinishReason::Stop;
+    o.stop_string = std::move(delta.stop);
     o.error.reset();
     o.num_output_tokens = s.num_output_tokens;
     o.timings.finished = Clock::now();

@@ -8,10 +8,18 @@ namespace {
 
 bool is_continuation_byte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
 
-// Where the earliest stop string in `text` starts; npos if none occurs.
-size_t earliest_stop(std::string_view text, const std::vector<std::string>& stop) {
-  size_t best = std::string_view::npos;
-  for (const std::string& s : stop) best = std::min(best, text.find(s));
+struct StopMatch {
+  size_t at = std::string_view::npos;  // where it starts in the text; npos: none occurs
+  const std::string* stop = nullptr;
+};
+
+// The stop string that starts earliest in `text` (of two starting at the same place, the one listed first).
+StopMatch earliest_stop(std::string_view text, const std::vector<std::string>& stop) {
+  StopMatch best;
+  for (const std::string& s : stop) {
+    const size_t at = text.find(s);
+    if (at < best.at) best = {at, &s};
+  }
   return best;
 }
 
@@ -45,10 +53,10 @@ OutputText::Delta OutputText::push(int32_t token) {
     held_.clear();
     return delta;
   }
-  const size_t at = earliest_stop(held_, stop_);
-  if (at != std::string_view::npos) {
-    delta.text = held_.substr(0, at);
-    delta.stopped = true;
+  const StopMatch match = earliest_stop(held_, stop_);
+  if (match.stop) {
+    delta.text = held_.substr(0, match.at);
+    delta.stop = *match.stop;
     held_.clear();  // the stop string and whatever followed it in this token are never released
     return delta;
   }

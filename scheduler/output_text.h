@@ -3,6 +3,7 @@
 // back until it can't; a matched stop string and anything after it is never released.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 #include "model/tokenizer.h"
@@ -14,8 +15,8 @@ class OutputText {
   OutputText(const Tokenizer& tok, std::vector<std::string> stop);
 
   struct Delta {
-    std::string text;      // newly released text (possibly empty)
-    bool stopped = false;  // a stop string matched; text ends right before it
+    std::string text;                 // newly released text (possibly empty)
+    std::optional<std::string> stop;  // the stop string that matched; text ends right before it
   };
   Delta push(int32_t token);
   // At the end of generation (not after a stop): whatever is still held back.

@@ -67,6 +67,7 @@ struct RequestOutput {
   std::vector<SampledToken> tokens;  // new this step (0 or 1)
   std::string text;                  // new text (UTF-8 complete, stop strings withheld)
   std::optional<FinishReason> finish;
+  std::optional<std::string> stop_string;  // with finish Stop: the stop string that ended it (none: EOS, a stop token)
   std::optional<RequestError> error; // with Abort, when the server (not the client) ended it
   int32_t num_prompt_tokens = 0;
   int32_t num_output_tokens = 0;

@@ -46,7 +46,12 @@ bool ApiKey::accepts(std::string_view authorization) const {
   if (!required_) return true;
   const size_t space = authorization.find(' ');
   if (space == std::string_view::npos || !scheme_is_bearer(authorization.substr(0, space))) return false;
-  const std::array<unsigned char, 32> given = sha256(authorization.substr(space + 1));
+  return accepts_key(authorization.substr(space + 1));
+}
+
+bool ApiKey::accepts_key(std::string_view key) const {
+  if (!required_) return true;
+  const std::array<unsigned char, 32> given = sha256(key);
   return CRYPTO_memcmp(given.data(), digest_.data(), digest_.size()) == 0;
 }
 

@@ -20,6 +20,8 @@ class ApiKey {
   // `authorization` is the whole "Authorization" header (HTTP) or "authorization" metadata (gRPC):
   // "Bearer <key>", the scheme case-insensitive.
   bool accepts(std::string_view authorization) const;
+  // The key alone, as Anthropic's clients send it ("x-api-key" header).
+  bool accepts_key(std::string_view key) const;
 
  private:
   bool required_ = false;

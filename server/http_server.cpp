@@ -10,6 +10,8 @@
 #include "server/http_loop.h"
 #include "server/http_router.h"
 #include "server/http_wire.h"
+#include "server/messages_request.h"
+#include "server/messages_writer.h"
 #include "server/openai_generation.h"
 #include "server/openai_response.h"
 #include "server/responses_request.h"
@@ -22,15 +24,18 @@ namespace {
 using Handler = httplib::Server::Handler;
 using HandlerResponse = httplib::Server::HandlerResponse;
 
+// Which API a route belongs to: it decides the shape of its errors and how its clients send a key.
+enum class Api { OpenAi, Anthropic };
+
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(dump(body), "application/json");
 }
 
-void send_error(httplib::Response& res, const ApiError& e) {
+void send_error(httplib::Response& res, const ApiError& e, Api api = Api::OpenAi) {
   if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
   if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
-  send_json(res, e.status, error_body(e));
+  send_json(res, e.status, api == Api::Anthropic ? anthropic_error_body(e) : error_body(e));
 }
 
 // A body for errors httplib raises itself (no route, unparsable request line or headers).
@@ -59,13 +64,15 @@ struct HttpServer::Impl : HttpHandler {
         responses(this->options.max_stored_responses, this->options.stored_responses_mib << 20) {}
 
   void setup_routes();
-  // Wraps a handler: the API key check (when `authenticated`), and exceptions mapped to error JSON.
-  Handler guarded(Handler handler, bool authenticated) const;
-  void check_auth(const httplib::Request& req) const;
+  // Wraps a handler: the API key check (when `authenticated`), and exceptions mapped to error JSON
+  // in `api`'s shape.
+  Handler guarded(Handler handler, bool authenticated, Api api = Api::OpenAi) const;
+  void check_auth(const httplib::Request& req, Api api) const;
 
   void generate(const httplib::Request& req, Endpoint endpoint);
   void create_response(const httplib::Request& req);
   void embed(const httplib::Request& req);
+  void create_message(const httplib::Request& req);
   StoredResponse stored_response(const httplib::Request& req);
   json model_card() const;
   void ready(httplib::Response& res) const;
@@ -89,29 +96,32 @@ struct HttpServer::Impl : HttpHandler {
   std::unique_ptr<HttpLoop> loop;
 };
 
-Handler HttpServer::Impl::guarded(Handler handler, bool authenticated) const {
-  return [this, handler = std::move(handler), authenticated](const httplib::Request& req, httplib::Response& res) {
+Handler HttpServer::Impl::guarded(Handler handler, bool authenticated, Api api) const {
+  return [this, handler = std::move(handler), authenticated, api](const httplib::Request& req, httplib::Response& res) {
     try {
-      if (authenticated) check_auth(req);
+      if (authenticated) check_auth(req, api);
       handler(req, res);
     } catch (const ApiError& e) {
       serving.count_rejected(rejection_reason(e));
-      send_error(res, e);
+      send_error(res, e, api);
     } catch (const std::exception& e) {
       spdlog::error("{} {} failed: {}", req.method, req.path, e.what());
-      send_error(res, ApiError(500, std::string("internal error: ") + e.what(), "server_error"));
+      send_error(res, ApiError(500, std::string("internal error: ") + e.what(), "server_error"), api);
     } catch (...) {
       spdlog::error("{} {} failed with a non-standard exception", req.method, req.path);
-      send_error(res, ApiError(500, "internal error", "server_error"));
+      send_error(res, ApiError(500, "internal error", "server_error"), api);
     }
   };
 }
 
-void HttpServer::Impl::check_auth(const httplib::Request& req) const {
-  if (!options.api_key.accepts(req.get_header_value("Authorization"))) {
-    throw ApiError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'", "invalid_request_error", "",
-                   "invalid_api_key");
-  }
+// Anthropic's clients send the key as "x-api-key: <key>"; a bearer key is taken there too.
+void HttpServer::Impl::check_auth(const httplib::Request& req, Api api) const {
+  if (options.api_key.accepts(req.get_header_value("Authorization"))) return;
+  const bool has_x_api_key = api == Api::Anthropic && req.has_header("x-api-key");
+  if (has_x_api_key && options.api_key.accepts_key(req.get_header_value("x-api-key"))) return;
+  const char* how = api == Api::Anthropic ? "send 'x-api-key: <key>' or 'Authorization: Bearer <key>'"
+                                          : "send 'Authorization: Bearer <key>'";
+  throw ApiError(401, std::string("missing or wrong API key: ") + how, "invalid_request_error", "", "invalid_api_key");
 }
 
 void HttpServer::Impl::generate(const httplib::Request& req, Endpoint endpoint) {
@@ -142,6 +152,19 @@ void HttpServer::Impl::embed(const httplib::Request& req) {
   auto r = std::make_shared<EmbeddingsRequest>(parse_embeddings_request(parse_body(req.body), serving));
   auto make_writer = [this, r](const GenerationRequest& g) {
     return std::make_unique<EmbeddingsWriter>(g, r->base64, serving.model_name());
+  };
+  HttpRouter::defer(std::make_unique<GenerationJob>(serving, std::move(r->generation), HttpRouter::exchange(),
+                                                    cors.answer_headers(req.get_header_value("Origin")), make_writer));
+}
+
+// The `anthropic-version` header is a client's version pin; any value is served the same (the
+// shapes here are the current ones), so it is not checked.
+void HttpServer::Impl::create_message(const httplib::Request& req) {
+  const json body = parse_body(req.body);
+  const std::function<bool()>& cancelled = HttpRouter::exchange().cancelled;
+  auto r = std::make_shared<MessagesRequest>(parse_messages_request(body, serving, cancelled));
+  auto make_writer = [this, r](const GenerationRequest& g) {
+    return std::make_unique<MessagesWriter>(g, std::move(r->stop_sequences), serving.model_name());
   };
   HttpRouter::defer(std::make_unique<GenerationJob>(serving, std::move(r->generation), HttpRouter::exchange(),
                                                     cors.answer_headers(req.get_header_value("Origin")), make_writer));
@@ -205,6 +228,7 @@ void HttpServer::Impl::setup_routes() {
   router.set_payload_max_length(options.max_body_bytes);
   auto open = [this](Handler h) { return guarded(std::move(h), false); };
   auto api = [this](Handler h) { return guarded(std::move(h), true); };
+  auto anthropic = [this](Handler h) { return guarded(std::move(h), true, Api::Anthropic); };
   router.Post("/v1/completions", api([this](const auto& req, auto&) { generate(req, Endpoint::Completions); }));
   router.Post("/v1/chat/completions", api([this](const auto& req, auto&) { generate(req, Endpoint::Chat); }));
   router.Post("/v1/embeddings", api([this](const auto& req, auto&) { embed(req); }));
@@ -216,6 +240,11 @@ void HttpServer::Impl::setup_routes() {
     const std::string id = stored_response(req).response["id"];
     responses.erase(id);
     send_json(res, 200, {{"id", id}, {"object", "response"}, {"deleted", true}});
+  }));
+  router.Post("/v1/messages", anthropic([this](const auto& req, auto&) { create_message(req); }));
+  router.Post("/v1/messages/count_tokens", anthropic([this](const auto& req, auto& res) {
+    const std::function<bool()>& cancelled = HttpRouter::exchange().cancelled;
+    send_json(res, 200, {{"input_tokens", count_message_tokens(parse_body(req.body), serving, cancelled)}});
   }));
   router.Get("/v1/models", api([this](const auto&, auto& res) {
     send_json(res, 200, {{"object", "list"}, {"data", json::array({model_card()})}});
@@ -242,8 +271,8 @@ void HttpServer::Impl::setup_routes() {
       res.set_header("Allow", allow);
     };
   };
-  for (const char* path :
-       {"/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/tokenize", "/detokenize"}) {
+  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/messages",
+                           "/v1/messages/count_tokens", "/tokenize", "/detokenize"}) {
     router.Get(path, not_allowed("POST"));
   }
   for (const char* path : {"/v1/models", "/health", "/ready", "/metrics"}) router.Post(path, not_allowed("GET"));

@@ -78,6 +78,7 @@ TEST_F(OutputThread, StopStringEndsTheRequestAndCancelsIt) {
   std::condition_variable done;
   std::string text;
   std::optional<FinishReason> finish;
+  std::optional<std::string> stop_string;
   int32_t num_output_tokens = 0;
   GenerateRequest r = request("stopped", 1000);  // would run far past the stop string
   r.params.stop = {stop};
@@ -86,6 +87,7 @@ TEST_F(OutputThread, StopStringEndsTheRequestAndCancelsIt) {
     text += o.text;
     if (o.finish) {
       finish = o.finish;
+      stop_string = o.stop_string;
       num_output_tokens = o.num_output_tokens;
       done.notify_all();
     }
@@ -95,6 +97,7 @@ TEST_F(OutputThread, StopStringEndsTheRequestAndCancelsIt) {
     ASSERT_TRUE(done.wait_for(lock, 10s, [&] { return finish.has_value(); }));
   }
   EXPECT_EQ(*finish, FinishReason::Stop);
+  EXPECT_EQ(stop_string, stop);  // the string that ended it is reported
   EXPECT_EQ(text, full.substr(0, full.find(stop)));
   EXPECT_LT(num_output_tokens, 20);
   EXPECT_TRUE(engine_idle(engine));  // cancelled, not left to run 4000 tokens

@@ -50,6 +50,7 @@ struct Fed {
   Strings deltas;       // one per token pushed
   std::string text;     // all released text
   int stopped_at = -1;  // index of the token that completed a stop string
+  std::string stop;     // the stop string it reported
 };
 
 // Pushes tokens until a stop string matches.
@@ -60,7 +61,10 @@ Fed feed(OutputText& out, const Ids& ids) {
     EXPECT_TRUE(valid_utf8(d.text)) << "token " << i << " released a cut character";
     run.deltas.push_back(d.text);
     run.text += d.text;
-    if (d.stopped) run.stopped_at = static_cast<int>(i);
+    if (d.stop) {
+      run.stopped_at = static_cast<int>(i);
+      run.stop = *d.stop;
+    }
   }
   return run;
 }
@@ -79,7 +83,7 @@ TEST(OutputText, WithoutStopsMatchesStreamDecoder) {
     for (int32_t id : ids) {
       const OutputText::Delta d = out.push(id);
       EXPECT_EQ(d.text, dec.push(id));
-      EXPECT_FALSE(d.stopped);
+      EXPECT_FALSE(d.stop);
     }
     EXPECT_EQ(out.flush(), dec.flush());
   }
@@ -120,10 +124,19 @@ TEST(OutputText, HoldsOnlyTheLongestSuffixThatCouldStillMatch) {
 }
 
 TEST(OutputText, EarliestStopWins) {
-  EXPECT_EQ(feed(tiny(), {"world", "lo w"}, bytes("Hello world")).text, "Hel");
-  // Both complete on the same token; the one starting first decides what is released.
-  EXPECT_EQ(feed(tiny(), {"bc", "abc"}, bytes("xabc")).text, "x");
-  EXPECT_EQ(feed(tiny(), {"abc", "bc"}, bytes("xabc")).text, "x");
+  Fed run = feed(tiny(), {"world", "lo w"}, bytes("Hello world"));
+  EXPECT_EQ(run.text, "Hel");
+  EXPECT_EQ(run.stop, "lo w");
+  // Both complete on the same token; the one starting first decides what is released, and is the
+  // one reported.
+  for (const Strings& stops : {Strings{"bc", "abc"}, Strings{"abc", "bc"}}) {
+    run = feed(tiny(), stops, bytes("xabc"));
+    EXPECT_EQ(run.text, "x");
+    EXPECT_EQ(run.stop, "abc");
+  }
+  // Two starting at the same place within one token ("he", 256): the one listed first.
+  EXPECT_EQ(feed(tiny(), {"he", "h"}, {'x', 256}).stop, "he");
+  EXPECT_EQ(feed(tiny(), {"h", "he"}, {'x', 256}).stop, "h");
 }
 
 TEST(OutputText, NeverSplitsACharacter) {
@@ -156,7 +169,7 @@ TEST(OutputText, ControlTokensRenderAsNothing) {
   OutputText out(tiny(), {"<|"});
   const OutputText::Delta d = out.push(kImEnd);
   EXPECT_EQ(d.text, "");
-  EXPECT_FALSE(d.stopped);
+  EXPECT_FALSE(d.stop);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -137,6 +138,29 @@ inline std::vector<json> sse_events(const std::string& body) {
     const std::string payload = body.substr(pos + 6, end - pos - 6);
     events.push_back(payload == "[DONE]" ? json("[DONE]") : json::parse(payload, nullptr, false));
     pos = end;
+  }
+  return events;
+}
+
+// One event of an SSE stream: its `event:` name ("" if none) and its `data:` payload.
+struct NamedEvent {
+  std::string name;
+  json data;
+};
+
+// The events of an SSE body with their names (the Responses and Messages streams), in order.
+inline std::vector<NamedEvent> sse_named_events(const std::string& body) {
+  std::vector<NamedEvent> events;
+  for (size_t pos = 0, end; (end = body.find("\n\n", pos)) != std::string::npos; pos = end + 2) {
+    NamedEvent e;
+    const std::string block = body.substr(pos, end - pos);
+    for (size_t line = 0, eol; line < block.size(); line = eol + 1) {
+      eol = std::min(block.find('\n', line), block.size());
+      const std::string text = block.substr(line, eol - line);
+      if (text.starts_with("event: ")) e.name = text.substr(7);
+      if (text.starts_with("data: ")) e.data = json::parse(text.substr(6), nullptr, false);
+    }
+    events.push_back(std::move(e));
   }
   return events;
 }

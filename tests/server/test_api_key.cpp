@@ -22,10 +22,21 @@ TEST(ApiKey, BearerKeyOnly) {
   EXPECT_FALSE(key.accepts(""));
 }
 
+// Anthropic's clients send the key alone (x-api-key).
+TEST(ApiKey, BareKey) {
+  const ApiKey key("s3cret");
+  EXPECT_TRUE(key.accepts_key("s3cret"));
+  EXPECT_FALSE(key.accepts_key("Bearer s3cret"));
+  EXPECT_FALSE(key.accepts_key("s3cre"));
+  EXPECT_FALSE(key.accepts_key("s3cret "));
+  EXPECT_FALSE(key.accepts_key(""));
+}
+
 TEST(ApiKey, NoKeyMeansOpen) {
   const ApiKey open;
   EXPECT_FALSE(open.required());
   EXPECT_TRUE(open.accepts(""));
+  EXPECT_TRUE(open.accepts_key(""));
   EXPECT_THROW(ApiKey(""), std::invalid_argument);
 }
 

@@ -1,6 +1,6 @@
-// The official OpenAI Python client (pinned in the venv scripts/setup.sh makes) against the real
-// binary serving SmolLM2: completions and chat, streaming and not; structured outputs; tool calling;
-// the Responses API.
+// The official OpenAI and Anthropic Python clients (pinned in the venv scripts/setup.sh makes)
+// against the real binary serving SmolLM2: completions and chat, streaming and not; structured
+// outputs; tool calling; the Responses API; Anthropic's Messages API.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -68,6 +68,24 @@ TEST(OpenAiSdk, ResponsesApi) {
   test::ServerProcess server(test::real_model_path());
   std::string out;
   EXPECT_EQ(run_client(server, "", out, "responses_test.py"), 0) << out << "\nserver log:\n" << server.log();
+}
+
+// messages.create / stream (equal at temperature 0), stop_sequences, tool_use with a forced tool
+// and a tool_result round trip, count_tokens, typed errors (tests/server/anthropic_client_test.py).
+TEST(AnthropicSdk, Messages) {
+  ASSERT_TRUE(std::filesystem::exists(FLASHSERVE_VENV_PYTHON)) << "run scripts/setup.sh to create the venv";
+  test::ServerProcess server(test::real_model_path());
+  std::string out;
+  EXPECT_EQ(run_client(server, "", out, "anthropic_client_test.py"), 0) << out << "\nserver log:\n" << server.log();
+}
+
+// The key as x-api-key and as the SDK sends it; a wrong one is an AuthenticationError.
+TEST(AnthropicSdk, ApiKey) {
+  ASSERT_TRUE(std::filesystem::exists(FLASHSERVE_VENV_PYTHON)) << "run scripts/setup.sh to create the venv";
+  test::ServerProcess server(test::real_model_path(), {"--api-key", "k3y-for-anthropic"});
+  std::string out;
+  EXPECT_EQ(run_client(server, "--key k3y-for-anthropic", out, "anthropic_client_test.py"), 0)
+      << out << "\nserver log:\n" << server.log();
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <fstream>
 
+#include "server/messages_writer.h"
 #include "server/reasoning_splitter.h"
 #include "tests/server/http_harness.h"
 #include "tests/util/tiny_model.h"
@@ -57,6 +58,39 @@ TEST(ReasoningSplitter, HoldsBackOnlyWhatCouldStillBeATag) {
   const SplitOutput end = s.feed("ink>\nfour", false);
   EXPECT_EQ(end.reasoning, "");
   EXPECT_EQ(end.content, "four");
+}
+
+TEST(ReasoningSplitter, MessagesGetAThinkingBlockBeforeTheText) {
+  GenerationRequest r;
+  r.endpoint = Endpoint::Chat;
+  r.prompts = {{1, 2, 3}};
+  r.stream = true;
+  r.reasoning = ReasoningMode{ReasoningTags{}, false};
+  MessagesWriter w(r, {}, "m");
+  RequestOutput first, last;
+  first.text = "<think>\nParis is in Fr";
+  first.num_output_tokens = 1;
+  last.text = "ance.\n</think>\n\nParis.";
+  last.num_output_tokens = 2;
+  last.finish = FinishReason::Stop;
+  std::string body = w.add({{0, first}});
+  body += w.add({{0, last}});
+  body += w.finish();
+  std::string thinking;
+  json final_blocks;
+  for (const auto& [name, data] : sse_named_events(body)) {
+    if (name == "content_block_delta" && data["delta"]["type"] == "thinking_delta") thinking += data["delta"]["thinking"];
+    if (name == "content_block_start") final_blocks.push_back(data["content_block"]["type"]);
+  }
+  EXPECT_EQ(thinking, "Paris is in France.");
+  EXPECT_EQ(final_blocks, json::array({"thinking", "text"}));
+
+  r.stream = false;
+  MessagesWriter whole(r, {}, "m");
+  whole.add({{0, last}});
+  const json message = json::parse(whole.finish());
+  ASSERT_EQ(message["content"].size(), 1u) << message;  // no open tag: all answer
+  EXPECT_EQ(message["content"][0]["type"], "text");
 }
 
 // DeepSeek-R1's way: the generation prompt opens the reasoning; enable_thinking false closes it at once.
@@ -187,6 +221,23 @@ TEST_F(ReasoningHttp, ChatTemplateKwargsReachTheTemplate) {
                                  chat(4, {{"reasoning_budget", 2}, {"response_format", {{"type", "json_object"}}}}));
   EXPECT_EQ(constrained.status, 400);
   EXPECT_EQ(constrained.body["error"]["param"], "reasoning_budget");
+}
+
+TEST_F(ReasoningHttp, MessagesThinkingSwitchesTheTemplate) {
+  auto message = [](json thinking) {
+    return json{{"model", "test-model"},
+                {"max_tokens", 16},
+                {"messages", {{{"role", "user"}, {"content", "Why?"}}}},
+                {"thinking", std::move(thinking)}};
+  };
+  const Reply on = post(*h_, "/v1/messages", message({{"type", "enabled"}, {"budget_tokens", 4}}));
+  ASSERT_EQ(on.status, 200) << on.text;
+  for (const json& block : on.body["content"]) EXPECT_TRUE(block["type"] == "thinking" || block["type"] == "text") << on.text;
+  const Reply off = post(*h_, "/v1/messages", message({{"type", "disabled"}}));
+  ASSERT_EQ(off.status, 200) << off.text;
+  for (const json& block : off.body["content"]) EXPECT_EQ(block["type"], "text") << off.text;
+  const Reply bad = post(*h_, "/v1/messages", message({{"type", "enabled"}}));
+  EXPECT_EQ(bad.status, 400) << bad.text;
 }
 
 TEST(ReasoningModels, AModelWithoutThinkTagsRefusesABudget) {
