@@ -181,6 +181,27 @@ def overload(client, model):
     return "dropped from the queue -> 429 with Retry-After, streamed and not"
 
 
+def embeddings(client, model):
+    """The SDK asks for base64 unless told otherwise; both encodings give the same unit vectors."""
+    texts = ["The cat sat on the mat.", "A cat was sitting on a mat.", "Stock markets fell sharply today."]
+    packed = client.embeddings.create(model=model, input=texts)
+    plain = client.embeddings.create(model=model, input=texts, encoding_format="float")
+    check(packed.object == "list" and len(packed.data) == 3, "three embeddings")
+    check(packed.usage.prompt_tokens > 0 and packed.usage.total_tokens == packed.usage.prompt_tokens, "usage")
+    for a, b in zip(packed.data, plain.data):
+        check(len(a.embedding) == len(b.embedding) == 576, f"dimensions {len(a.embedding)}")
+        check(max(abs(x - y) for x, y in zip(a.embedding, b.embedding)) < 1e-6, "base64 and float differ")
+        check(abs(sum(x * x for x in a.embedding) - 1) < 1e-4, "not unit length")
+    dot = lambda u, v: sum(x * y for x, y in zip(u.embedding, v.embedding))
+    similar, unrelated = dot(plain.data[0], plain.data[1]), dot(plain.data[0], plain.data[2])
+    try:
+        client.embeddings.create(model=model, input="x", dimensions=64)
+        raise AssertionError("dimensions=64 was accepted")
+    except openai.BadRequestError as e:
+        check(e.body.get("param") == "dimensions", f"param {e.body}")
+    return f"3 x 576, cos(similar)={similar:.3f} cos(unrelated)={unrelated:.3f}"
+
+
 def main():
     args = sys.argv[1:]
     overload_mode = args[:1] == ["--overload"]
@@ -201,6 +222,7 @@ def main():
         ("default max_tokens", lambda: default_max_tokens(client, model)),
         ("unsupported fields", lambda: unsupported_fields(client, model)),
         ("developer role, usage details", lambda: developer_role_and_details(client, model)),
+        ("embeddings", lambda: embeddings(client, model)),
     ]
     if overload_mode:
         steps = [("overload", lambda: overload(client, model))]

@@ -211,9 +211,19 @@ ReferenceLlama::ReferenceLlama(const GgufFile& f) : w_(std::make_unique<Weights>
 ReferenceLlama::~ReferenceLlama() = default;
 
 std::vector<std::vector<double>> ReferenceLlama::logits(const std::vector<int32_t>& tokens) const {
+  std::vector<std::vector<double>> logits;
+  for (const Vec& h : hidden_states(tokens)) {
+    Vec out = matvec(w_->out_w, h);
+    for (double& v : out) v *= w_->c.logit_multiplier;
+    logits.push_back(out);
+  }
+  return logits;
+}
+
+std::vector<std::vector<double>> ReferenceLlama::hidden_states(const std::vector<int32_t>& tokens) const {
   const ModelConfig& c = w_->c;
   std::vector<Mat> keys(c.num_layers), values(c.num_layers);
-  std::vector<std::vector<double>> logits;
+  std::vector<std::vector<double>> hidden;
   for (size_t pos = 0; pos < tokens.size(); ++pos) {
     Vec x = w_->embd[tokens[pos]];
     for (double& v : x) v *= c.embed_scale;
@@ -239,11 +249,9 @@ std::vector<std::vector<double>> ReferenceLlama::logits(const std::vector<int32_
       if (!l.post_ffn_norm.empty()) d = rmsnorm(d, l.post_ffn_norm, c.rms_eps);
       for (size_t i = 0; i < x.size(); ++i) x[i] += c.residual_scale * d[i];
     }
-    Vec out = matvec(w_->out_w, rmsnorm(x, w_->out_norm, c.rms_eps));
-    for (double& v : out) v *= c.logit_multiplier;
-    logits.push_back(out);
+    hidden.push_back(rmsnorm(x, w_->out_norm, c.rms_eps));
   }
-  return logits;
+  return hidden;
 }
 
 std::vector<std::vector<double>> reference_logits(const GgufFile& f, const std::vector<int32_t>& tokens) {

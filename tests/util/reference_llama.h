@@ -20,6 +20,8 @@ class ReferenceLlama {
   explicit ReferenceLlama(const GgufFile& f);
   ~ReferenceLlama();
   std::vector<std::vector<double>> logits(const std::vector<int32_t>& tokens) const;
+  // The final norm's output for every position: [tokens.size()][dim] (what embeddings pool).
+  std::vector<std::vector<double>> hidden_states(const std::vector<int32_t>& tokens) const;
 
  private:
   struct Weights;

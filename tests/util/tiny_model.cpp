@@ -146,6 +146,7 @@ void write_tiny_model(const std::string& path, const TinyModelSpec& s) {
     w.add_float32(a + "attention.scale", 0.2f);
     w.add_float32(a + "logit_scale", 4.0f);
   }
+  if (s.pooling_type >= 0) w.add_uint32(a + "pooling_type", uint32_t(s.pooling_type));
   if (s.num_experts > 0) {
     w.add_uint32(a + "expert_count", s.num_experts);
     w.add_uint32(a + "expert_used_count", s.experts_used);

@@ -32,6 +32,7 @@ struct TinyModelSpec {
   uint32_t seed = 1;
   std::string omit_tensor;  // leave this tensor out (to test load errors)
   std::string extra_tensor; // add blk.N.<this> to every layer, [head_dim] floats (to test load errors)
+  int32_t pooling_type = -1;  // <arch>.pooling_type (1 mean, 2 cls, 3 last, 4 rank); -1: absent
 };
 
 // A byte-level gpt2 vocabulary: 256 byte tokens, two merges, three control tokens
