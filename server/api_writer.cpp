@@ -4,6 +4,10 @@
 
 namespace flashserve {
 
+RequestError server_abort_error(const RequestOutput& o) {
+  return o.error.value_or(RequestError{ErrorKind::Internal, "the request was aborted by the server"});
+}
+
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 std::string sse_event(const json& j) { return "data: " + dump(j) + "\n\n"; }

@@ -36,6 +36,10 @@ class ApiWriter {
   virtual json error_json(const ApiError& e) const { return error_body(e); }
 };
 
+// The error a client is told when the server ended its request with an abort: we cancel only for
+// clients that are gone, so an abort that reaches a client is the server's.
+RequestError server_abort_error(const RequestOutput& o);
+
 // "data: <json>\n\n"
 std::string sse_event(const json& j);
 // "event: <name>\ndata: <json>\n\n": the named events of the Responses and Messages streams.

@@ -119,7 +119,7 @@ EmbeddingsWriter::EmbeddingsWriter(const GenerationRequest& request, bool base64
 std::string EmbeddingsWriter::add(const std::vector<ChoiceEvent>& events) {
   for (const ChoiceEvent& e : events) {
     if (e.output.finish == FinishReason::Abort) {
-      failure_ = e.output.error.value_or(RequestError{ErrorKind::Internal, "the request was aborted by the server"});
+      failure_ = server_abort_error(e.output);
       return "";
     }
     if (e.output.finish) embeddings_[size_t(e.choice)] = e.output.embedding;

@@ -147,8 +147,7 @@ std::string MessagesWriter::add(const std::vector<ChoiceEvent>& events) {
     num_output_tokens_ = o.num_output_tokens;
     num_cached_tokens_ = o.num_cached_tokens;
     if (o.finish == FinishReason::Abort) {
-      // We cancel only for clients that are gone; an abort that reaches a client is the server's.
-      failure_ = o.error.value_or(RequestError{ErrorKind::Internal, "the request was aborted by the server"});
+      failure_ = server_abort_error(o);
       return out + failed();
     }
     finish_ = o.finish;

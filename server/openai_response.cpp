@@ -154,8 +154,7 @@ std::string ResponseBuilder::add(const std::vector<ChoiceEvent>& events) {
     c.num_cached_tokens = o.num_cached_tokens;
     c.finish = o.finish;
     if (o.finish == FinishReason::Abort) {
-      // We cancel only for clients that are gone; an abort that reaches a client is the server's.
-      failure_ = o.error.value_or(RequestError{ErrorKind::Internal, "the request was aborted by the server"});
+      failure_ = server_abort_error(o);
       if (request_.stream) out += abort_chunk(e.choice) + error_event();
       return out;
     }

@@ -9,6 +9,7 @@
 
 #include "server/embeddings.h"
 #include "tests/fuzz/finding.h"
+#include "tests/fuzz/request_target.h"
 #include "tests/fuzz/tiny_serving.h"
 
 namespace {
@@ -50,13 +51,6 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string body(reinterpret_cast<const char*>(data), size);
-  try {
-    run(body);
-  } catch (const ApiError& e) {
-    if (e.status != 400 && e.status != 404) finding("an ApiError that is not a 400 or 404", e.what());
-    dump(error_body(e));
-  } catch (const std::exception& e) {
-    finding("an exception other than ApiError escaped", e.what());
-  }
+  fuzz::answer_request("fuzz_embeddings_request", [&] { run(body); }, error_body);
   return 0;
 }

@@ -17,6 +17,7 @@
 #include "server/openai_response.h"
 #include "server/serving.h"
 #include "tests/fuzz/finding.h"
+#include "tests/fuzz/request_target.h"
 #include "tests/fuzz/tiny_serving.h"
 
 namespace {
@@ -81,13 +82,6 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
-  try {
-    run(data[0], body);
-  } catch (const ApiError& e) {
-    expect(e.status == 400 || e.status == 404, "an ApiError that is not a 400 or 404");
-    dump(error_body(e));  // what the server sends back
-  } catch (const std::exception& e) {
-    finding("an exception other than ApiError escaped", e.what());
-  }
+  fuzz::answer_request("fuzz_openai_request", [&] { run(data[0], body); }, error_body);
   return 0;
 }
