@@ -7,6 +7,7 @@
 
 #include "server/cors.h"
 #include "server/embeddings.h"
+#include "server/load_report.h"
 #include "server/http_loop.h"
 #include "server/http_router.h"
 #include "server/http_wire.h"
@@ -256,6 +257,11 @@ void HttpServer::Impl::setup_routes() {
     }
     send_json(res, 200, model_card());
   }));
+  // A router's load monitor (smg polls it; its query string asks for parts, all of which come).
+  router.Get("/v1/loads", api([this](const auto&, auto& res) {
+    send_json(res, 200, load_report({serving.stats(), serving.kv_block_size(), serving.max_num_seqs(),
+                                     loop ? loop->num_queued() : 0}));
+  }));
   router.Post("/tokenize", api([this](const auto& req, auto& res) { tokenize(req, res); }));
   router.Post("/detokenize", api([this](const auto& req, auto& res) { detokenize(req, res); }));
   router.Get("/health", open([](const auto&, auto& res) { send_json(res, 200, {{"status", "ok"}}); }));
@@ -275,7 +281,7 @@ void HttpServer::Impl::setup_routes() {
                            "/v1/messages/count_tokens", "/tokenize", "/detokenize"}) {
     router.Get(path, not_allowed("POST"));
   }
-  for (const char* path : {"/v1/models", "/health", "/ready", "/metrics"}) router.Post(path, not_allowed("GET"));
+  for (const char* path : {"/v1/models", "/v1/loads", "/health", "/ready", "/metrics"}) router.Post(path, not_allowed("GET"));
 
   if (cors.enabled()) {
     router.Options(R"(/.*)", guarded([this](const auto& req, auto& res) { preflight(req, res); }, false));
@@ -292,12 +298,13 @@ void HttpServer::Impl::setup_routes() {
   }));
 }
 
-// Health, readiness and metrics must answer under any load, so they never wait for a worker.
+// Health, readiness, metrics and what a router polls (models, loads) must answer under any load,
+// so they never wait for a worker.
 bool HttpServer::Impl::runs_inline(std::string_view method, std::string_view target) const {
   if (method != "GET") return false;
   const std::string_view path = target.substr(0, target.find('?'));
   return path == "/health" || path == "/ready" || path == "/metrics" || path == "/v1/models" ||
-         path.starts_with("/v1/models/");
+         path.starts_with("/v1/models/") || path == "/v1/loads";
 }
 
 RoutedResponse HttpServer::Impl::handle(const std::string& request, const ExchangeInfo& info) {

@@ -96,6 +96,7 @@ Serving::Serving(const Model& model, std::string served_model_name, const Engine
     reasoning_tags_ = tags;
   }
   reasoning_budget_default_ = options.reasoning_budget;
+  max_num_seqs_ = options.max_num_seqs;
   if (observer_) outputs_.set_step_observer([this](const StepStats& s) { observer_->on_step(s); });
   const std::vector<int32_t> windows = runner_->kv_group_windows();
   const auto windowed = std::count_if(windows.begin(), windows.end(), [](int32_t w) { return w > 0; });

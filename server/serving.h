@@ -78,6 +78,7 @@ class Serving {
   int32_t max_model_len() const { return engine_.max_model_len(); }
   // Most engine requests (prompts x n) one API request may hold: the queue's whole capacity.
   int32_t max_choices() const { return max_waiting_; }
+  int32_t max_num_seqs() const { return max_num_seqs_; }  // requests running at once (--max-num-seqs)
   // Text longer than this cannot fit the context window, whatever its tokens: no token covers more
   // bytes than the vocabulary's longest. Checked before tokenizing, so an oversized prompt costs
   // no tokenizer time.
@@ -148,6 +149,7 @@ class Serving {
   bool template_renders_tools_ = false;  // Hermes-style: tools and <tool_call> in the template itself
   std::optional<ReasoningTags> reasoning_tags_;
   int32_t reasoning_budget_default_ = -1;
+  int32_t max_num_seqs_ = 0;
   std::unique_ptr<ModelRunner> runner_;  // CPU or GPU, per --device
   std::unique_ptr<grammar::GrammarCache> grammars_;
   int32_t max_waiting_;
