@@ -93,7 +93,6 @@ EmbeddingsRequest parse_embeddings_request(const json& body, const Serving& serv
   }
   if (const json* u = field(body, "user"); u && !u->is_string()) throw bad_request("'user' must be a string", "user");
   GenerationRequest& g = r.generation;
-  g.endpoint = Endpoint::Embeddings;
   g.pooling = pooling;
   g.prompts = inputs(body, serving);
   return r;

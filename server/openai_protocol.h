@@ -24,7 +24,7 @@ std::string_view rejection_reason(const ApiError& e);
 // A missing "model" means the served one; any other name -> 404 model_not_found.
 void check_model(const json& body, const std::string& served_name);
 
-enum class Endpoint { Completions, Chat, Embeddings };
+enum class Endpoint { Completions, Chat };
 
 // One /v1/completions or /v1/chat/completions request, tokenized and ready to submit.
 struct GenerationRequest {
