@@ -98,8 +98,7 @@ constexpr int kRunTokens = 1;
 #endif
 
 // A block of tokens' activations (q8::quantize_rows) and what some tiles read besides, each at the
-// index of its block: Q6_K's codes widened to int16 (words::tile; 32 a block) and Q4_K's and Q5_K's
-// sums of q of chunks 2 j and 2 j + 1 as the int16 pair of one int32 (sum_pair; at chunk 2 j's
+// index of its block: Q4_K's and Q5_K's sums of q of chunks 2 j and 2 j + 1 as the int16 pair of one int32 (sum_pair; at chunk 2 j's
 // block), made once a matmul (chunk_pair_sums) rather than once a group and tile: there each pair
 // took about eight scalar instructions and a broadcast from a general register, a fifth of Q4_K's
 // tile time on the avx512-vnni copy. One thread of a 2-core Xeon (AVX-512 VNNI, no AMX),
@@ -107,11 +106,8 @@ constexpr int kRunTokens = 1;
 // 1.10-1.11x, 64 tokens 1.05-1.09x; avx2 0.97-1.05x; one token even.
 struct TokenBlock {
   const ActBlock* a;
-  const int16_t* words;
   const int32_t* pairs;
-  TokenBlock from(int64_t block) const {
-    return {a + block, words ? words + block * q8::kBlock : nullptr, pairs ? pairs + block : nullptr};
-  }
+  TokenBlock from(int64_t block) const { return {a + block, pairs ? pairs + block : nullptr}; }
 };
 
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
@@ -480,6 +476,12 @@ void unpack_codes(const uint8_t* g, int64_t nb, int row0, uint8_t* out) {
 // 0.85-0.92 (hence kLoadFrom). Q8_0 and Q4_1 (one fma a chunk) about even: not taken. Prefill of
 // 512 tokens (bench_forward, both threads, three rounds alternating), 1B-shaped files: Q5_K_M
 // 186-212 -> 233-244 tokens/s, IQ4_XS 260-262 -> 278-285.
+// Q6_K too: its two half scales cost two vpmulld a token's chunk, where it went instead by int16
+// codes times their scales (16 vpdpwssd a token's chunk, once the fastest on that Xeon, whose
+// vpmulld takes two uops: 16 vector uops either way). On a 2-core Zen 5 (AMD family 26, vpmulld
+// one uop at two a cycle, as vpdpbusd), one thread, BM_MatmulPacked Q6_K, best of 3 alternating:
+// 32 tokens 950 -> 745 us, 64 1781 -> 1363, 512 15092 -> 11683 (n_out 5632 k 2048); prefill of
+// 512 tokens of the 1B-shaped Q6_K file 273-292 -> 384-403 tokens/s (llama.cpp 276-309).
 constexpr size_t kLoadedChunk = 8 * q8_packed::kVector;
 
 template <class B, class V>
@@ -802,23 +804,6 @@ inline Acts tile_acts(const TokenBlock& x, int64_t num_tokens, int64_t nb, int64
           x.pairs ? x.pairs + first : nullptr};
 }
 
-#if defined(__AVX512VNNI__)
-#include "kernels/cpu/ops/matmul_q8_packed_words.inc"
-
-// Q6_K's group against num_tokens tokens by words::tile, its chunks unpacked first.
-void word_tiles(const uint8_t* g, const TokenBlock& a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
-                int rows) {
-  thread_local std::vector<words::Words> unpacked;
-  unpacked.resize(size_t(nb) * words::kQuadVectors);
-  int16_t* u = unpacked.data()->w;
-  words::unpack_words(g, nb, u);
-  each_tile<kTokens>(num_tokens, [&]<int T>(int64_t t) {
-    const Acts x = tile_acts(a, num_tokens, nb, t);
-    words::tile<T>(g, u, x, a.words + (x.a - a.a) * q8::kBlock, nb, y + t * n_out, n_out, rows);
-  });
-}
-#endif
-
 // fetch: whether the first tile reads the group from memory (and so prefetches it). The unpacked
 // tiles are always passed false, and also test kUnpacked: without that constant GCC keeps the
 // prefetch loop in them (10-12 more instructions each in the avx2 copy).
@@ -843,9 +828,6 @@ template <class B>
 void vector_rows(const uint8_t* g, const TokenBlock& a, int64_t num_tokens, int64_t nb, float* y, int64_t n_out,
                  int rows) {
 #if defined(__AVX512VNNI__)
-  if constexpr (std::is_same_v<B, BlockQ6_K>) {
-    if (a.words) return word_tiles(g, a, num_tokens, nb, y, n_out, rows);
-  }
   if constexpr (kSuper<B>) {
     if (num_tokens >= kLoadFrom) {
       struct alignas(64) LoadedChunk {  // a type of this copy's own, as UnpackedChunk below
@@ -920,10 +902,7 @@ void matmul_groups(const float* xf, int64_t num_tokens, int64_t k, const uint8_t
 #endif
   const int64_t run = by_tiles ? 1 : kRunTokens;
   const ActBlock* a = q8::quantize_rows(xf, num_tokens, k, group, run);
-  TokenBlock acts{a, nullptr, nullptr};
-#if defined(__AVX512VNNI__)
-  if (std::is_same_v<B, BlockQ6_K> && !by_tiles && num_tokens >= words::kFrom) acts.words = words::widen_acts(a, num_tokens * nb);
-#endif
+  TokenBlock acts{a, nullptr};
 #if defined(FLASHSERVE_AVX512) || defined(FLASHSERVE_AVX2)
   if (kAffineK<B> && !by_tiles) acts.pairs = chunk_pair_sums(a, num_tokens, nb, run);
 #endif
