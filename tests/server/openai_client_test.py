@@ -13,7 +13,6 @@ transcript; exits non-zero on the first failure.
 """
 
 import sys
-import threading
 
 import openai
 from openai import OpenAI
@@ -163,21 +162,23 @@ def developer_role_and_details(client, model):
 
 
 def overload(client, model):
-    """One long request runs; the next waits past --max-queue-time and is dropped: 429, streamed or not."""
-    long_one = threading.Thread(target=lambda: client.completions.create(
-        model=model, prompt=PROMPT, max_tokens=300, extra_body={"ignore_eos": True}))
-    long_one.start()
-    import time
-    time.sleep(0.5)
-    for stream in (False, True):
-        try:
-            r = client.completions.create(model=model, prompt=PROMPT, max_tokens=2, stream=stream)
-            if stream:
-                list(r)
-            raise AssertionError(f"stream={stream}: not refused")
-        except openai.RateLimitError as e:
-            check(e.response.headers.get("retry-after") == "1", f"Retry-After {e.response.headers.get('retry-after')}")
-    long_one.join()
+    """One long request runs; the next waits past --max-queue-time and is dropped: 429, streamed or not.
+    The long one streams and holds the server's only slot until it is closed, however fast the
+    machine decodes (300 tokens once ran out before the second refusal on a fast CPU)."""
+    long_one = client.completions.create(model=model, prompt=PROMPT, max_tokens=4000, stream=True,
+                                         extra_body={"ignore_eos": True})
+    next(iter(long_one))
+    try:
+        for stream in (False, True):
+            try:
+                r = client.completions.create(model=model, prompt=PROMPT, max_tokens=2, stream=stream)
+                if stream:
+                    list(r)
+                raise AssertionError(f"stream={stream}: not refused")
+            except openai.RateLimitError as e:
+                check(e.response.headers.get("retry-after") == "1", f"Retry-After {e.response.headers.get('retry-after')}")
+    finally:
+        long_one.close()
     return "dropped from the queue -> 429 with Retry-After, streamed and not"
 
 
