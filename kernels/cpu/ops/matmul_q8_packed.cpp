@@ -97,11 +97,11 @@ constexpr int kRunTokens = 8;
 constexpr int kRunTokens = 1;
 #endif
 
-// A block of tokens' activations (q8::quantize_rows) and what some tiles read besides, each at the
-// index of its block: Q4_K's and Q5_K's sums of q of chunks 2 j and 2 j + 1 as the int16 pair of one int32 (sum_pair; at chunk 2 j's
-// block), made once a matmul (chunk_pair_sums) rather than once a group and tile: there each pair
-// took about eight scalar instructions and a broadcast from a general register, a fifth of Q4_K's
-// tile time on the avx512-vnni copy. One thread of a 2-core Xeon (AVX-512 VNNI, no AMX),
+// A block of tokens' activations (q8::quantize_rows) and what Q4_K's and Q5_K's tiles read besides:
+// the sums of q of chunks 2 j and 2 j + 1 as the int16 pair of one int32 (sum_pair; at the index of
+// chunk 2 j's block), made once a matmul (chunk_pair_sums) rather than once a group and tile: there
+// each pair took about eight scalar instructions and a broadcast from a general register, a fifth
+// of Q4_K's tile time on the avx512-vnni copy. One thread of a 2-core Xeon (AVX-512 VNNI, no AMX),
 // BM_MatmulPacked n_out 2048, best of 6 alternating: avx512-vnni 8 tokens Q4_K 1.06-1.09x, Q5_K
 // 1.10-1.11x, 64 tokens 1.05-1.09x; avx2 0.97-1.05x; one token even.
 struct TokenBlock {
