@@ -100,10 +100,9 @@ class NoModelRunner : public ModelRunner {
     ForwardOutput out;
     const FlatBatch flat = flatten(batch, kept_, cfg_, kBlockSize, num_blocks_, {0}, out);
     benchmark::DoNotOptimize(flat.slot_mapping.data());
-    out.sampled.resize(batch.seqs.size());
-    for (size_t i = 0; i < batch.seqs.size(); ++i) {
-      if (batch.seqs[i].sample >= 0) out.sampled[i].token = 1000;
-    }
+    SampledToken picked;
+    picked.token = 1000;
+    out.tokens.assign(batch.samples.size(), picked);
     return out;
   }
 

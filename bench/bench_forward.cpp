@@ -88,6 +88,32 @@ void decode_128(benchmark::State& state, bool q8) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// Speculative verification: one sequence with 256 tokens cached computes its last token and
+// `drafts` drafts, every row sampled greedily as the engine asks (drafts 0: a plain decode step),
+// on the server's defaults (8-bit activations, f16 KV cache). What a step with drafts costs over
+// one without decides when drafting pays.
+void BM_Verify(benchmark::State& state) {
+  const int32_t drafts = int32_t(state.range(0)), context = 256;
+  const int32_t blocks = (context + drafts + 1) / kBlockSize + 1;
+  RunnerOptions o;
+  o.block_size = kBlockSize;
+  o.cpu_q8_activations = true;
+  o.kv_dtype = "f16";
+  auto cache = real_runner("cpu", blocks, o);
+  SequenceInput prefill{0, some_tokens(context), {block_range(0, blocks)}, LogitRows::None};
+  cache->forward(ForwardBatch{{prefill}});
+  ForwardBatch step;
+  SequenceInput& q = step.seqs.emplace_back(SequenceInput{context, some_tokens(drafts + 1), prefill.block_tables});
+  q.sample = 0;
+  q.last_rows = drafts + 1;
+  SamplingStep greedy;
+  greedy.row.temperature = 0.0f;
+  step.samples.assign(size_t(drafts + 1), greedy);
+  for (auto _ : state) benchmark::DoNotOptimize(cache->forward(step));
+  state.SetItemsProcessed(state.iterations() * (drafts + 1));  // items = rows verified
+}
+BENCHMARK(BM_Verify)->ArgName("drafts")->Arg(0)->Arg(1)->Arg(3)->Arg(5)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 void BM_DecodeOnThreads(benchmark::State& state) {
   const int before = kernels::num_threads();
   kernels::set_num_threads(int(state.range(0)));

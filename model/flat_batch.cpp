@@ -21,6 +21,10 @@ void check_tokens(const SequenceInput& s, size_t i, const ModelConfig& cfg) {
   for (int32_t t : s.token_ids) {
     if (t < 0 || t >= cfg.vocab_size) fail(i, "token id " + std::to_string(t) + " out of range");
   }
+  if (s.logits == LogitRows::Last && (s.last_rows < 1 || size_t(s.last_rows) > s.token_ids.size())) {
+    fail(i, "asks for logits of its last " + std::to_string(s.last_rows) + " of " + std::to_string(s.token_ids.size()) +
+                " new tokens");
+  }
 }
 
 // `blocks` go at entries from .. of a table; the first new token's window in `window` decides which
@@ -89,7 +93,7 @@ FlatBatch flatten(const ForwardBatch& batch, KeptTables& kept, const ModelConfig
     }
     fb.seqs.push_back({start, n, context, tables.data()});
     out.first_row.push_back(int32_t(fb.logit_rows.size()));
-    const int32_t first = s.logits == LogitRows::All ? 0 : s.logits == LogitRows::Last ? n - 1 : n;
+    const int32_t first = s.logits == LogitRows::All ? 0 : s.logits == LogitRows::Last ? n - s.last_rows : n;
     out.num_rows.push_back(n - first);
     for (int32_t j = first; j < n; ++j) fb.logit_rows.push_back(start + j);
   }

@@ -42,13 +42,18 @@ struct SequenceInput {
   // blocks that no new token can see may be -1 (returned to the pool).
   std::vector<std::vector<int32_t>> block_tables;
   LogitRows logits = LogitRows::Last;
-  int32_t sample = -1;  // index into ForwardBatch::samples (with LogitRows::Last only), or -1
+  // -1, or (with LogitRows::Last only) the index into ForwardBatch::samples of its first logit row's
+  // step: row r is sampled with samples[sample + r].
+  int32_t sample = -1;
   // -1: the runner forgets the tables after this step. Else the runner keeps them under this id
   // across steps (the engine's running sequences), so a step carries only the blocks added since
   // the last, until ForwardBatch::released names the id.
   int64_t kept_id = -1;
   // Embeddings: the final-normed hidden state of every new token comes back (ForwardOutput::hidden).
   bool hidden = false;
+  // With LogitRows::Last: how many of the last new tokens get logits. Speculative verification asks
+  // for its last real token's and every draft's.
+  int32_t last_rows = 1;
 };
 
 struct ForwardBatch {
@@ -63,8 +68,8 @@ struct ForwardOutput {
   // tools read logits; the engine samples every row it asks for).
   std::vector<float> logits;
   std::vector<int32_t> first_row;       // per sequence: its first row in logits
-  std::vector<int32_t> num_rows;        // per sequence: 1, 0, or its new token count (LogitRows)
-  std::vector<SampledToken> sampled;    // per sequence: token -1 unless SequenceInput::sample was set
+  std::vector<int32_t> num_rows;        // per sequence: last_rows, 0, or its new token count (LogitRows)
+  std::vector<SampledToken> tokens;     // per ForwardBatch::samples entry: the token it picked
   int32_t dim = 0;
   // Per sequence: [its new tokens][dim], when SequenceInput::hidden was set; else empty.
   std::vector<std::vector<float>> hidden;

@@ -203,18 +203,19 @@ void LlamaRunner::State::sample(const ForwardBatch& batch, int32_t rows, Forward
   host_masks.clear();
   const size_t mask_words = size_t(kernels::mask_words(cfg.vocab_size));
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
-    if (batch.seqs[i].sample < 0) continue;
-    const SamplingStep& d = batch.samples[batch.seqs[i].sample];
-    kernels::SamplingRow& r = host_rows[out.first_row[i]];
-    r = d.row;
-    r.adjust_begin = int32_t(host_adjusts.size()) + d.row.adjust_begin;
-    r.adjust_end = int32_t(host_adjusts.size()) + d.row.adjust_end;
-    host_adjusts.insert(host_adjusts.end(), d.adjusts.begin(), d.adjusts.end());
-    r.mask_row = -1;
-    if (!d.mask.empty()) {
-      if (d.mask.size() != mask_words) throw std::invalid_argument("sample: a token mask of the wrong size");
-      r.mask_row = int32_t(host_masks.size() / mask_words);
-      host_masks.insert(host_masks.end(), d.mask.begin(), d.mask.end());
+    for (int32_t k = 0; batch.seqs[i].sample >= 0 && k < out.num_rows[i]; ++k) {
+      const SamplingStep& d = batch.samples[size_t(batch.seqs[i].sample + k)];
+      kernels::SamplingRow& r = host_rows[size_t(out.first_row[i] + k)];
+      r = d.row;
+      r.adjust_begin = int32_t(host_adjusts.size()) + d.row.adjust_begin;
+      r.adjust_end = int32_t(host_adjusts.size()) + d.row.adjust_end;
+      host_adjusts.insert(host_adjusts.end(), d.adjusts.begin(), d.adjusts.end());
+      r.mask_row = -1;
+      if (!d.mask.empty()) {
+        if (d.mask.size() != mask_words) throw std::invalid_argument("sample: a token mask of the wrong size");
+        r.mask_row = int32_t(host_masks.size() / mask_words);
+        host_masks.insert(host_masks.end(), d.mask.begin(), d.mask.end());
+      }
     }
   }
   auto fit = [&](kernels::Buffer& buf, size_t bytes) {
@@ -234,11 +235,13 @@ void LlamaRunner::State::sample(const ForwardBatch& batch, int32_t rows, Forward
   be->copy_out(host_tokens_out.data(), sampled_tokens.get(), size_t(rows) * sizeof(int32_t));
   be->synchronize();
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
-    if (batch.seqs[i].sample < 0) continue;
-    SampledToken& t = out.sampled[i];
-    t.token = host_tokens_out[out.first_row[i]];
-    const int32_t n = batch.samples[batch.seqs[i].sample].logprobs;
-    if (n >= 0) kernels::token_logprobs(out.row(int32_t(i)), cfg.vocab_size, t.token, n, t.logprob, t.top_logprobs);
+    for (int32_t k = 0; batch.seqs[i].sample >= 0 && k < out.num_rows[i]; ++k) {
+      const size_t step = size_t(batch.seqs[i].sample + k);
+      SampledToken& t = out.tokens[step];
+      t.token = host_tokens_out[size_t(out.first_row[i] + k)];
+      const int32_t n = batch.samples[step].logprobs;
+      if (n >= 0) kernels::token_logprobs(out.row(int32_t(i), k), cfg.vocab_size, t.token, n, t.logprob, t.top_logprobs);
+    }
   }
 }
 
@@ -291,14 +294,14 @@ size_t LlamaRunner::kv_block_bytes(const ModelConfig& cfg, int32_t block_size, k
   return 2 * kv_elem_bytes(kv_type) * size_t(block_size) * cfg.num_kv_heads * cfg.head_dim * layers;
 }
 
-// Sampling sequences must ask for their last row only, and point at a step that exists.
+// Sampling sequences must ask for their last rows only, and point at a step for each.
 static void check_sampling(const ForwardBatch& batch) {
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const SequenceInput& s = batch.seqs[i];
     if (s.sample < 0) continue;
-    if (size_t(s.sample) >= batch.samples.size() || s.logits != LogitRows::Last) {
+    if (s.logits != LogitRows::Last || size_t(s.sample) + size_t(s.last_rows) > batch.samples.size()) {
       throw std::invalid_argument("forward batch, sequence " + std::to_string(i) +
-                                  ": sampling needs its last row and a sampling step");
+                                  ": sampling needs its last rows and a sampling step for each");
     }
   }
 }
@@ -350,7 +353,7 @@ ForwardOutput LlamaRunner::forward(const ForwardBatch& batch) {
     s.be->copy_out(out.logits.data(), s.logits.get(), out.logits.size() * sizeof(float));
   }
   if (hidden) s.copy_hidden(batch, fb, out);
-  out.sampled.assign(batch.seqs.size(), SampledToken{});
+  out.tokens.assign(batch.samples.size(), SampledToken{});
   if (any_sampled) s.sample(batch, rows, out);  // after the copy: sampling overwrites the logits
   s.be->synchronize();
   return out;

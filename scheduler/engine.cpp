@@ -23,8 +23,9 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Sequences that sample this step send their sampler's step along: the runner returns tokens. The
-// runner keeps each sequence's block tables, so only what they gained travels.
+// Sequences that sample this step send their sampler's steps along, one per row (a verified
+// sequence's last real token and each draft): the runner returns tokens. The runner keeps each
+// sequence's block tables, so only what they gained travels.
 ForwardBatch build_batch(SchedulerOutput& out) {
   ForwardBatch batch;
   batch.seqs.reserve(out.scheduled.size());
@@ -32,13 +33,19 @@ ForwardBatch build_batch(SchedulerOutput& out) {
   for (ScheduledRequest& s : out.scheduled) {
     Request& r = *s.req;
     const auto first = r.token_ids.begin() + r.num_computed_tokens;
-    batch.seqs.push_back({r.num_computed_tokens, std::vector<int32_t>(first, first + s.num_scheduled_tokens),
-                          std::move(s.tables.new_blocks), s.samples ? LogitRows::Last : LogitRows::None, -1,
-                          s.tables.copy_id, r.pooled.has_value()});
-    if (s.samples) {
-      batch.seqs.back().sample = int32_t(batch.samples.size());
-      batch.samples.push_back(r.sampler.step());
-    }
+    const int32_t known = s.num_scheduled_tokens - int32_t(s.drafts.size());
+    SequenceInput& q = batch.seqs.emplace_back();
+    q.num_computed_tokens = r.num_computed_tokens;
+    q.token_ids.assign(first, first + known);
+    q.token_ids.insert(q.token_ids.end(), s.drafts.begin(), s.drafts.end());
+    q.block_tables = std::move(s.tables.new_blocks);
+    q.logits = s.samples ? LogitRows::Last : LogitRows::None;
+    q.kept_id = s.tables.copy_id;
+    q.hidden = r.pooled.has_value();
+    if (!s.samples) continue;
+    q.sample = int32_t(batch.samples.size());
+    q.last_rows = 1 + int32_t(s.drafts.size());
+    for (SamplingStep& step : r.sampler.steps(s.drafts)) batch.samples.push_back(std::move(step));
   }
   return batch;
 }
@@ -62,6 +69,7 @@ std::optional<RequestError> Engine::check(const GenerateRequest& g) const {
   if (auto error = validate(g.params, runner_.vocab_size())) return RequestError{ErrorKind::Invalid, *error};
   if (g.pooling == Pooling::Rank) return RequestError{ErrorKind::Invalid, "rank pooling scores pairs; it makes no embedding"};
   if (g.pooling && g.prompt_ids.empty()) return RequestError{ErrorKind::Invalid, "an embedding needs at least one token"};
+  if (auto error = validate(g.speculative)) return RequestError{ErrorKind::Invalid, *error};
   for (int32_t t : g.prompt_ids) {
     if (t < 0 || t >= runner_.vocab_size()) {
       return RequestError{ErrorKind::Invalid, "prompt token id " + std::to_string(t) + " is out of range"};
@@ -258,17 +266,19 @@ void Engine::run_batch(SchedulerOutput& out) {
     for (Request* r : failed) emit(*r, {});
     return;
   }
-  std::vector<SampledToken> sampled(out.scheduled.size());
+  std::vector<std::vector<SampledToken>> sampled(out.scheduled.size());
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    if (!out.scheduled[i].samples) continue;
-    sampled[i] = std::move(logits.sampled.at(i));
+    const SequenceInput& q = batch.seqs[i];
+    for (int32_t k = 0; q.sample >= 0 && k < q.last_rows; ++k) {
+      sampled[i].push_back(std::move(logits.tokens.at(size_t(q.sample + k))));
+    }
   }
   std::vector<RequestUpdate> updates = scheduler_.update(out, sampled);
   publish_stats(true);  // before anyone hears of a finish, its blocks show as free
   for (RequestUpdate& u : updates) {
-    if (!u.token && !u.req->finish) continue;  // a prefill chunk: nothing to report yet
+    if (u.tokens.empty() && !u.req->finish) continue;  // a prefill chunk: nothing to report yet
     RequestOutput o;
-    if (u.token) o.tokens.push_back(std::move(*u.token));
+    o.tokens = std::move(u.tokens);
     emit(*u.req, std::move(o));
   }
 }
@@ -308,6 +318,7 @@ void Engine::publish_stats(bool stepped) {
   stats_.num_free_kv_blocks = kv_.num_free_blocks();
   stats_.num_preemptions = scheduler_.num_preemptions();
   stats_.prefix_cache = kv_.prefix_stats();
+  stats_.speculation = scheduler_.speculation_stats();
   stats_.num_steps += stepped;
   stats_.heartbeat = Clock::now();
 }

@@ -57,6 +57,7 @@ struct EngineStats {
   int64_t num_preemptions = 0;
   int64_t num_steps = 0;
   PrefixCacheStats prefix_cache;
+  SpeculationStats speculation;
   Clock::time_point heartbeat;  // the loop's last sign of life (it wakes at least every 100 ms)
 };
 

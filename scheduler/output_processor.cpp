@@ -75,13 +75,14 @@ void OutputProcessor::run() {
 }
 
 void OutputProcessor::deliver(Stream& s, RequestOutput& o) {
-  for (const SampledToken& t : o.tokens) {
+  for (size_t i = 0; i < o.tokens.size(); ++i) {
     ++s.num_output_tokens;
-    OutputText::Delta delta = s.text.push(t.token);
+    OutputText::Delta delta = s.text.push(o.tokens[i].token);
     o.text += delta.text;
     if (!delta.stop) continue;
-    // The text ends before the stop string. The engine may already be computing more tokens for
-    // it; they are dropped, and the cancel frees its blocks.
+    // The text ends before the stop string. Tokens after it (the rest of a verified draft) and
+    // any the engine is already computing are dropped, and the cancel frees its blocks.
+    o.tokens.resize(i + 1);
     engine_.cancel(o.req_id);
     s.ended = true;
     o.finish = FinishReason::Stop;

@@ -13,6 +13,7 @@
 #include "scheduler/pooling.h"
 #include "scheduler/sampler.h"
 #include "scheduler/sampling_params.h"
+#include "scheduler/speculation.h"
 
 namespace flashserve {
 
@@ -57,14 +58,15 @@ struct GenerateRequest {
   Clock::time_point arrival = Clock::now();
   Clock::time_point deadline = Clock::time_point::max();  // the client's; dropped once it passes
   // An embedding: the prompt is computed and pooled this way, nothing is generated.
-  std::optional<Pooling> pooling;
+  std::optional<Pooling> pooling{};
+  SpeculativeOverride speculative{};  // the server's speculative decoding, or this request's own
 };
 
 // One request's progress in one step; the last one has `finish` set. The engine reports tokens;
 // `text` is filled by the OutputProcessor, off the engine thread.
 struct RequestOutput {
   std::string req_id;
-  std::vector<SampledToken> tokens;  // new this step (0 or 1)
+  std::vector<SampledToken> tokens;  // new this step (with speculative decoding, several)
   std::string text;                  // new text (UTF-8 complete, stop strings withheld)
   std::optional<FinishReason> finish;
   std::optional<std::string> stop_string;  // with finish Stop: the stop string that ended it (none: EOS, a stop token)
@@ -105,6 +107,8 @@ struct Request {
   RequestTimings timings;
   OutputCallback on_output;  // the engine's: where its progress goes, until its finish is told
   std::optional<PooledState> pooled;  // an embedding request's
+  SpeculativeOverride speculative;    // as asked for; the scheduler starts `drafting` from it
+  DraftState drafting;
 
   int32_t num_tokens() const { return int32_t(token_ids.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -15,6 +15,7 @@ RequestSampler::RequestSampler(const SamplingParams& params, const std::vector<i
                                uint64_t fallback_seed)
     : params_(params),
       rng_(params.seed.value_or(fallback_seed)),
+      next_uniform_(params.temperature == 0.0f ? 0.0 : uniform01(rng_)),
       counts_output_(params.repetition_penalty != 1.0f || params.frequency_penalty != 0.0f ||
                      params.presence_penalty != 0.0f) {
   if (params_.repetition_penalty != 1.0f) {  // sorted once: one insert per prompt token would be quadratic
@@ -37,14 +38,18 @@ kernels::TokenAdjust& RequestSampler::entry(int32_t token) {
   return *it;
 }
 
-void RequestSampler::record(int32_t token) {
+void RequestSampler::record(int32_t token) { advance(token); }
+
+bool RequestSampler::advance(int32_t token) {
+  if (grammar_ && !grammar_->accept(token)) return false;
+  if (params_.temperature != 0.0f) next_uniform_ = uniform01(rng_);
   if (counts_output_) {
     kernels::TokenAdjust& e = entry(token);
     ++e.output_count;
     e.seen = 1;
   }
-  if (grammar_) grammar_->accept(token);  // the mask allowed it, so this always succeeds
   if (reasoning_ != Reasoning::Done) track_reasoning(token);
+  return true;
 }
 
 // The reasoning opens only with the open tag's tokens first; it ends once the close tag's tokens
@@ -75,7 +80,7 @@ SamplingStep RequestSampler::step() {
   row.repetition_penalty = params_.repetition_penalty;
   row.presence_penalty = params_.presence_penalty;
   row.frequency_penalty = params_.frequency_penalty;
-  row.uniform = params_.temperature == 0.0f ? 0.0 : uniform01(rng_);
+  row.uniform = next_uniform_;
   s.adjusts = adjusts_;
   row.adjust_begin = 0;
   row.adjust_end = int32_t(s.adjusts.size());
@@ -89,6 +94,20 @@ SamplingStep RequestSampler::step() {
     s.mask[size_t(forced) / 32] = 1u << (forced % 32);
   }
   return s;
+}
+
+std::vector<SamplingStep> RequestSampler::steps(const std::vector<int32_t>& drafts) {
+  std::vector<SamplingStep> out{step()};
+  if (drafts.empty()) return out;
+  RequestSampler ahead = *this;
+  for (int32_t d : drafts) {
+    if (!ahead.advance(d)) {
+      out.resize(drafts.size() + 1, out.back());
+      break;
+    }
+    out.push_back(ahead.step());
+  }
+  return out;
 }
 
 }  // namespace flashserve

@@ -23,22 +23,30 @@ class RequestSampler {
   // `fallback_seed` is used when params.seed is unset (the engine draws it per request).
   RequestSampler(const SamplingParams& params, const std::vector<int32_t>& prompt, uint64_t fallback_seed);
 
-  // This step's sampling for the runner. Draws the uniform from the request's RNG when sampling
-  // (not when greedy), so the stream of draws is a function of the request alone.
+  // This step's sampling for the runner, with the uniform the request's RNG draws next when
+  // sampling (not when greedy); record() consumes it, so the stream of draws is a function of the
+  // request's tokens alone.
   SamplingStep step();
+  // Speculative verification: one step per row -- the last real token's, then each draft's --
+  // each as step() would give once the drafts before it were recorded. A draft the grammar
+  // refuses cannot be sampled at its row, so the rows after it (never used) repeat that row's step.
+  std::vector<SamplingStep> steps(const std::vector<int32_t>& drafts);
   // Records the token the runner picked, for later penalties, the grammar's place and the
-  // reasoning budget.
+  // reasoning budget, and consumes the step's uniform.
   void record(int32_t token);
 
  private:
   // Where the output is with respect to its reasoning (params_.reasoning_budget).
   enum class Reasoning { Opening, Inside, Done };
   void track_reasoning(int32_t token);
+  // record(), or false (nothing changes) where the grammar refuses the token.
+  bool advance(int32_t token);
   // The entry of `token` in adjusts_, made if absent.
   kernels::TokenAdjust& entry(int32_t token);
 
   const SamplingParams params_;
   std::mt19937_64 rng_;
+  double next_uniform_;  // the next step's draw, taken when the previous token is recorded
   const bool counts_output_;  // a penalty reads the output's tokens
   // The tokens bias and history touch, by token id, kept as tokens are recorded: a step copies it
   // rather than rebuilding it from the whole prompt and output.

@@ -33,12 +33,13 @@ Request::Request(GenerateRequest g, uint64_t fallback_seed)
       num_prompt_tokens(int32_t(token_ids.size())),
       params(std::move(g.params)),
       sampler(params, token_ids, fallback_seed),
-      deadline(g.deadline) {
+      deadline(g.deadline),
+      speculative(g.speculative) {
   timings.arrival = g.arrival;
   if (g.pooling) pooled.emplace(*g.pooling, num_prompt_tokens);
 }
 
-Scheduler::Scheduler(SchedulerConfig cfg, KvCacheManager& kv) : cfg_(cfg), kv_(kv) {}
+Scheduler::Scheduler(SchedulerConfig cfg, KvCacheManager& kv) : cfg_(cfg), kv_(kv), speculator_(cfg.speculative) {}
 
 bool Scheduler::before(const Request& a, const Request& b) const {
   if (cfg_.priority_scheduling && a.priority != b.priority) return a.priority < b.priority;
@@ -65,6 +66,7 @@ std::optional<RequestError> Scheduler::check_fits(int64_t num_prompt_tokens, int
 
 void Scheduler::add(std::unique_ptr<Request> req) {
   req->arrival_order = next_arrival_++;
+  req->drafting = speculator_.start(req->speculative);
   insert_waiting(std::move(req));
 }
 
@@ -88,6 +90,7 @@ SchedulerOutput Scheduler::schedule(int32_t token_budget) {
   token_budget = std::clamp(token_budget, 1, cfg_.max_num_batched_tokens);
   int32_t budget = token_budget;
   schedule_running(out, budget);
+  add_drafts(out, budget);
   // Admitting new work in a step that had to preempt would only preempt again.
   if (out.num_preempted == 0) schedule_waiting(out, budget);
   out.num_batched_tokens = token_budget - budget;
@@ -155,9 +158,32 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
       if (self) return;
       fits = kv_.allocate(r.kv, r.num_computed_tokens + n, r.num_computed_tokens);
     }
-    out.scheduled.push_back({&r, n, r.generates() && r.num_computed_tokens + n == r.num_tokens(), {}});
+    out.scheduled.push_back({&r, n, r.generates() && r.num_computed_tokens + n == r.num_tokens(), {}, {}});
     budget -= n;
     ++i;
+  }
+}
+
+// Once every running request has its own tokens, decoding ones may add drafts: out of what the
+// step's bounds leave, and only into free blocks, so a draft never preempts anyone.
+void Scheduler::add_drafts(SchedulerOutput& out, int32_t& budget) {
+  int32_t used = 0;
+  for (const ScheduledRequest& s : out.scheduled) used += s.num_scheduled_tokens;
+  int32_t room = std::min(budget, cfg_.speculative.max_step_tokens - used);
+  for (ScheduledRequest& s : out.scheduled) {
+    Request& r = *s.req;
+    const bool decoding = s.samples && s.num_scheduled_tokens == 1 && r.num_output_tokens() > 0;
+    if (room <= 0 || !decoding) continue;
+    // Never more than the output may still grow by after this step's own token: verification stays
+    // within max_tokens and the blocks admission counted.
+    const int32_t limit = std::min(room, r.params.max_tokens - r.num_output_tokens() - 1);
+    std::vector<int32_t> drafts = speculator_.propose(r.drafting, r.token_ids, limit);
+    const int32_t n = int32_t(drafts.size());
+    if (n == 0 || !kv_.allocate(r.kv, r.num_tokens() + n, r.num_computed_tokens)) continue;
+    s.num_scheduled_tokens += n;
+    s.drafts = std::move(drafts);
+    room -= n;
+    budget -= n;
   }
 }
 
@@ -194,7 +220,7 @@ void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget) {
     auto pos = std::upper_bound(running_.begin(), running_.end(), owned,
                                 [this](const auto& a, const auto& b) { return before(*a, *b); });
     running_.insert(pos, std::move(owned));
-    out.scheduled.push_back({&r, n, r.generates() && r.num_computed_tokens + n == r.num_tokens(), {}});
+    out.scheduled.push_back({&r, n, r.generates() && r.num_computed_tokens + n == r.num_tokens(), {}, {}});
     budget -= n;
   }
 }
@@ -208,7 +234,8 @@ void Scheduler::preempt(std::unique_ptr<Request> victim) {
   insert_waiting(std::move(victim));
 }
 
-std::vector<RequestUpdate> Scheduler::update(const SchedulerOutput& output, const std::vector<SampledToken>& sampled) {
+std::vector<RequestUpdate> Scheduler::update(const SchedulerOutput& output,
+                                             const std::vector<std::vector<SampledToken>>& sampled) {
   std::vector<RequestUpdate> updates;
   updates.reserve(output.scheduled.size());
   const auto now = Clock::now();
@@ -220,20 +247,36 @@ std::vector<RequestUpdate> Scheduler::update(const SchedulerOutput& output, cons
   return updates;
 }
 
-RequestUpdate Scheduler::advance(const ScheduledRequest& s, const SampledToken* sampled, Clock::time_point now) {
+// Row k's token was sampled as if drafts 0 .. k-1 were right: tokens are kept up to the first
+// that differs from its draft (that one included, as plain decoding would have sampled it) or
+// that ends the request. Only the KV of confirmed drafts counts as computed, so blocks holding a
+// rejected draft are neither published to the prefix cache nor read before they are rewritten.
+RequestUpdate Scheduler::advance(const ScheduledRequest& s, const std::vector<SampledToken>* sampled,
+                                 Clock::time_point now) {
   Request& r = *s.req;
-  r.num_computed_tokens += s.num_scheduled_tokens;
+  const int32_t num_drafts = int32_t(s.drafts.size());
+  r.num_computed_tokens += s.num_scheduled_tokens - num_drafts;
+  RequestUpdate u{&r, {}};
+  std::optional<FinishReason> stop;
+  int32_t accepted = 0;
+  for (size_t k = 0; sampled && k < sampled->size() && !stop; ++k) {
+    const SampledToken& t = (*sampled)[k];
+    r.token_ids.push_back(t.token);
+    r.sampler.record(t.token);
+    u.tokens.push_back(t);
+    stop = check_stop(r, t.token);
+    if (k == size_t(num_drafts) || t.token != s.drafts[k]) break;
+    ++accepted;
+  }
+  r.num_computed_tokens += std::min(accepted, int32_t(u.tokens.size()));
   kv_.cache_full_blocks(r.kv, r.token_ids, r.num_computed_tokens);
-  RequestUpdate u{&r, std::nullopt};
+  if (num_drafts > 0) speculator_.observe(r.drafting, num_drafts, accepted);
   if (r.pooled && r.num_computed_tokens == r.num_tokens()) finish(r, FinishReason::Stop);  // its prompt is pooled
-  if (!sampled) return u;
+  if (u.tokens.empty()) return u;
 
-  if (r.num_output_tokens() == 0) r.timings.first_token = now;
+  if (r.num_output_tokens() == int32_t(u.tokens.size())) r.timings.first_token = now;
   r.timings.last_token = now;
-  r.token_ids.push_back(sampled->token);
-  r.sampler.record(sampled->token);
-  u.token = *sampled;
-  if (auto reason = check_stop(r, sampled->token)) finish(r, *reason);
+  if (stop) finish(r, *stop);
   return u;
 }
 
@@ -250,6 +293,9 @@ std::optional<FinishReason> Scheduler::check_stop(const Request& r, int32_t toke
 
 void Scheduler::finish(Request& r, FinishReason reason) {
   r.finish = reason;
+  if (r.num_output_tokens() > 0) {
+    speculator_.learn(r.drafting, std::vector<int32_t>(r.token_ids.begin() + r.num_prompt_tokens, r.token_ids.end()));
+  }
   r.timings.finished = Clock::now();
   kv_.free(r.kv);
 }

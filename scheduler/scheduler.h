@@ -12,6 +12,7 @@
 #include <vector>
 #include "scheduler/kv_cache_manager.h"
 #include "scheduler/request.h"
+#include "scheduler/speculation.h"
 
 namespace flashserve {
 
@@ -20,12 +21,14 @@ struct SchedulerConfig {
   int32_t max_num_batched_tokens = 512;  // tokens per step; longer prompts are chunked
   int32_t max_model_len = 0;             // context window
   bool priority_scheduling = false;      // order by (priority, arrival) instead of arrival
+  SpeculativeConfig speculative;
 };
 
 struct ScheduledRequest {
   Request* req;
-  int32_t num_scheduled_tokens;  // tokens computed this step
+  int32_t num_scheduled_tokens;  // tokens computed this step, drafts included
   bool samples;                  // reaches the end of the known tokens: a new token is sampled
+  std::vector<int32_t> drafts;   // guessed tokens after the known ones, verified this step
   TableDelta tables;             // what the runner's copy of its block tables lacks
 };
 
@@ -46,7 +49,7 @@ struct SchedulerOutput {
 // One request's progress after a step, for the engine to report.
 struct RequestUpdate {
   Request* req;
-  std::optional<SampledToken> token;  // set if a token was sampled this step
+  std::vector<SampledToken> tokens;  // new this step: none, one, or with drafts up to all of them plus one
 };
 
 class Scheduler {
@@ -62,11 +65,12 @@ class Scheduler {
   // tokens (max_num_batched_tokens when not given; the engine lowers it to keep steps short).
   SchedulerOutput schedule();
   SchedulerOutput schedule(int32_t token_budget);
-  // `sampled[i]` is the token for output.scheduled[i] when it samples. Advances every scheduled
-  // request (appends its token, tells its sampler), applies stop rules, frees finished requests'
-  // blocks: everything a sampled token changes, in one place. Returns updates in schedule order;
-  // finished requests stay readable until the next schedule(), then are destroyed.
-  std::vector<RequestUpdate> update(const SchedulerOutput& output, const std::vector<SampledToken>& sampled);
+  // `sampled[i]` holds output.scheduled[i]'s sampled tokens when it samples: one per draft plus
+  // one, in row order. Advances every scheduled request (keeps the drafts its tokens confirm,
+  // appends its tokens, tells its sampler), applies stop rules, frees finished requests' blocks:
+  // everything a sampled token changes, in one place. Returns updates in schedule order; finished
+  // requests stay readable until the next schedule(), then are destroyed.
+  std::vector<RequestUpdate> update(const SchedulerOutput& output, const std::vector<std::vector<SampledToken>>& sampled);
   // Finishes a request (Abort) and frees its blocks now. Returns it (valid until the next
   // schedule()), or nullptr if unknown or already finished.
   Request* abort(const std::string& req_id);
@@ -81,6 +85,7 @@ class Scheduler {
   int32_t num_decoding() const;
   int64_t num_preemptions() const { return num_preemptions_; }
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+  const SpeculationStats& speculation_stats() const { return speculator_.stats(); }
 
  private:
   bool before(const Request& a, const Request& b) const;
@@ -88,16 +93,18 @@ class Scheduler {
   void drop(std::unique_ptr<Request> r, RequestError error, SchedulerOutput& out);
   RequestError never_fits(const Request& r) const;
   void schedule_running(SchedulerOutput& out, int32_t& budget);
+  void add_drafts(SchedulerOutput& out, int32_t& budget);
   void schedule_waiting(SchedulerOutput& out, int32_t& budget);
   void preempt(std::unique_ptr<Request> victim);
   void insert_waiting(std::unique_ptr<Request> req);
   void finish(Request& r, FinishReason reason);
   void retire_finished();
   std::optional<FinishReason> check_stop(const Request& r, int32_t token) const;
-  RequestUpdate advance(const ScheduledRequest& s, const SampledToken* sampled, Clock::time_point now);
+  RequestUpdate advance(const ScheduledRequest& s, const std::vector<SampledToken>* sampled, Clock::time_point now);
 
   SchedulerConfig cfg_;
   KvCacheManager& kv_;
+  Speculator speculator_;
   std::deque<std::unique_ptr<Request>> waiting_;  // in service order
   std::vector<std::unique_ptr<Request>> running_; // in service order: preemption takes from the back
   std::vector<std::unique_ptr<Request>> finished_;

@@ -76,6 +76,16 @@ void EngineOptions::add_to(CLI::App& app) {
                  "f32 keeps them exact and reads weights in place (the reference)")
       ->check(CLI::IsMember({"q8", "f32"}))
       ->capture_default_str();
+  app.add_option("--speculative", speculative,
+                 "Speculative decoding without a draft model: ngram drafts from the request's own prompt and output "
+                 "(prompt lookup), suffix also from recent outputs; output tokens are unchanged (a request's "
+                 "\"speculative\" field overrides it)")
+      ->check(CLI::IsMember({"off", "ngram", "suffix"}))
+      ->capture_default_str();
+  app.add_option("--num-speculative-tokens", num_speculative_tokens,
+                 "Most draft tokens one sequence has verified per step (fewer while its drafts miss)")
+      ->check(CLI::Range(1, kMaxSpeculativeTokens))
+      ->capture_default_str();
   app.add_flag("--no-cuda-graphs", no_cuda_graphs, "cuda: launch decode steps kernel by kernel instead of replaying graphs");
   app.add_flag("--batch-invariant", batch_invariant,
                "cuda: a request's tokens are the same alone as in any batch (GEMV for every matmul, one attention "
@@ -92,6 +102,8 @@ EngineConfig EngineOptions::engine_config() const {
   c.enable_prefix_caching = !no_prefix_caching;
   c.max_step_seconds = max_step_ms / 1000.0;
   c.max_step_decode_ratio = max_step_ratio;
+  c.scheduler.speculative.method = *parse_speculative_method(speculative);
+  c.scheduler.speculative.num_speculative_tokens = num_speculative_tokens;
   return c;
 }
 

@@ -125,6 +125,14 @@ Status engine_request(const Serving& serving, const pb::GenerateRequest& req, co
   if (Status s = prompt_ids(serving, req, out.prompt_ids); !s.ok()) return s;
   out.params = to_sampling_params(req);
   out.priority = req.priority();
+  if (req.has_speculative()) {
+    const pb::Speculative& sp = req.speculative();
+    if (sp.has_method()) {
+      out.speculative.method = parse_speculative_method(sp.method());
+      if (!out.speculative.method) return invalid("speculative.method must be \"off\", \"ngram\" or \"suffix\"");
+    }
+    if (sp.has_num_tokens()) out.speculative.num_speculative_tokens = sp.num_tokens();
+  }
   return constrain(serving, req.constraint(), out.params, cancelled);
 }
 

@@ -95,6 +95,10 @@ struct Metrics::Impl {
   Counter& preemptions;
   Counter& prefix_cache_queries;
   Counter& prefix_cache_hits;
+  Counter& spec_drafts;
+  Counter& spec_draft_tokens;
+  Counter& spec_accepted_tokens;
+  std::vector<Counter*> spec_accepted_per_pos;  // by draft position
   Gauge& requests_running;
   Gauge& requests_waiting;
   Gauge& kv_cache_usage;
@@ -107,6 +111,7 @@ struct Metrics::Impl {
   int64_t seen_preemptions = 0;
   int64_t seen_prefix_queries = 0;
   int64_t seen_prefix_hits = 0;
+  SpeculationStats seen_speculation;
 };
 
 Metrics::Impl::Impl(const std::string& model_name)
@@ -142,6 +147,11 @@ Metrics::Impl::Impl(const std::string& model_name)
       prefix_cache_queries(counter("flashserve_prefix_cache_queries_total",
                                    "Prompt tokens looked up in the prefix cache.")),
       prefix_cache_hits(counter("flashserve_prefix_cache_hits_total", "Prompt tokens found in the prefix cache.")),
+      spec_drafts(counter("flashserve_spec_decode_num_drafts_total",
+                          "Speculative verifications: a sequence's step that carried drafts.")),
+      spec_draft_tokens(counter("flashserve_spec_decode_num_draft_tokens_total", "Draft tokens verified.")),
+      spec_accepted_tokens(counter("flashserve_spec_decode_num_accepted_tokens_total",
+                                   "Draft tokens accepted (the mean acceptance length is 1 + accepted / drafts).")),
       requests_running(gauge("flashserve_num_requests_running", "Requests in the running batch.")),
       requests_waiting(gauge("flashserve_num_requests_waiting", "Requests waiting to be scheduled.")),
       kv_cache_usage(gauge("flashserve_kv_cache_usage_perc", "Fraction of KV cache blocks in use (1 = full).")) {
@@ -154,6 +164,12 @@ Metrics::Impl::Impl(const std::string& model_name)
   for (FinishReason r : {FinishReason::Stop, FinishReason::Length, FinishReason::Abort}) {
     request_success[size_t(r)] = &success.Add({{"finished_reason", std::string(to_string(r))}});
   }
+  auto& per_pos = prometheus::BuildCounter()
+                      .Name("flashserve_spec_decode_num_accepted_tokens_per_pos_total")
+                      .Help("Draft tokens accepted, by their position in the draft (0 first).")
+                      .Labels(labels)
+                      .Register(registry);
+  for (int32_t p = 0; p < kMaxSpeculativeTokens; ++p) spec_accepted_per_pos.push_back(&per_pos.Add({{"position", std::to_string(p)}}));
   rejected = &prometheus::BuildCounter()
                   .Name("flashserve_request_rejected_total")
                   .Help("Requests the server refused (at the door or at submission) or dropped before they could "
@@ -183,7 +199,8 @@ Gauge& Metrics::Impl::gauge(const std::string& name, const std::string& help) {
 void Metrics::Impl::observe_tokens(const RequestOutput& o) {
   if (o.tokens.empty()) return;
   generation_tokens.Increment(double(o.tokens.size()));
-  // The engine sends at most one token per event, stamped as the request's last_token.
+  // One observation per event, as vLLM takes one per step: a verified draft brings several tokens
+  // at once, stamped as the request's last_token.
   const Clock::time_point now = o.timings.last_token;
   auto [it, first] = last_token_at.try_emplace(o.req_id, now);
   if (first) {
@@ -222,6 +239,13 @@ void Metrics::Impl::refresh(const EngineStats& s) {
   advance_to(preemptions, s.num_preemptions, seen_preemptions);
   advance_to(prefix_cache_queries, s.prefix_cache.queried_tokens, seen_prefix_queries);
   advance_to(prefix_cache_hits, s.prefix_cache.hit_tokens, seen_prefix_hits);
+  const SpeculationStats& spec = s.speculation;
+  advance_to(spec_drafts, spec.num_drafts, seen_speculation.num_drafts);
+  advance_to(spec_draft_tokens, spec.num_draft_tokens, seen_speculation.num_draft_tokens);
+  advance_to(spec_accepted_tokens, spec.num_accepted_tokens, seen_speculation.num_accepted_tokens);
+  for (size_t p = 0; p < spec_accepted_per_pos.size(); ++p) {
+    advance_to(*spec_accepted_per_pos[p], spec.accepted_per_position[p], seen_speculation.accepted_per_position[p]);
+  }
 }
 
 Metrics::Metrics(std::string model_name) : impl_(std::make_unique<Impl>(model_name)) {}

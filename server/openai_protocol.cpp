@@ -23,6 +23,8 @@ const std::set<std::string_view> kCommonFields = {
     "frequency_penalty", "logit_bias", "seed", "user",
     // vLLM's extensions
     "top_k", "min_p", "repetition_penalty", "ignore_eos", "stop_token_ids", "priority", "max_completion_tokens",
+    // speculative decoding (scheduler/speculation.h): the server's method and K, or this request's own
+    "speculative", "num_speculative_tokens",
     // structured output (openai_constraints.h): OpenAI's response_format, our grammar and regex
     "response_format", "grammar", "regex"};
 const std::set<std::string_view> kCompletionFields = {"prompt", "logprobs", "echo", "suffix", "best_of"};
@@ -162,6 +164,17 @@ void parse_stream_options(const json& body, GenerationRequest& r) {
   r.include_usage = opt_bool(*o, "include_usage").value_or(false);
 }
 
+// The engine checks K's range; the method's name is checked here.
+SpeculativeOverride speculative_override(const json& body) {
+  SpeculativeOverride o;
+  if (auto name = opt_string(body, "speculative")) {
+    o.method = parse_speculative_method(*name);
+    if (!o.method) throw bad_request("'speculative' must be \"off\", \"ngram\" or \"suffix\"", "speculative");
+  }
+  o.num_speculative_tokens = opt_int(body, "num_speculative_tokens");
+  return o;
+}
+
 // Fields both endpoints share.
 void parse_common(const json& body, GenerationRequest& r) {
   SamplingParams& p = r.params;
@@ -195,6 +208,7 @@ void parse_common(const json& body, GenerationRequest& r) {
     throw bad_request("'n' must be in [1, " + std::to_string(kMaxChoices) + "], got " + std::to_string(r.n), "n");
   }
   r.priority = opt_int(body, "priority").value_or(0);
+  r.speculative = speculative_override(body);
   parse_stream_options(body, r);
 }
 
@@ -592,6 +606,7 @@ std::vector<GenerateRequest> engine_requests(const GenerationRequest& r, int32_t
     g.prompt_ids = r.prompts[size_t(c / r.n)];
     g.params = params_for(r, c, max_model_len, max_tokens_default);
     g.priority = r.priority;
+    g.speculative = r.speculative;
     g.pooling = r.pooling;
   }
   return choices;

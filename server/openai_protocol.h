@@ -35,6 +35,7 @@ struct GenerationRequest {
   std::optional<int32_t> max_tokens;
   int32_t n = 1;                              // choices per prompt
   int32_t priority = 0;
+  SpeculativeOverride speculative;
   bool stream = false;
   bool include_usage = false;                 // stream_options.include_usage
   bool logprobs = false;                      // report logprobs (top params.logprobs alternatives)

@@ -37,8 +37,10 @@ class SchedulerPolicy : public ::testing::Test {
   // One step with token 'a' sampled for everyone who samples.
   SchedulerOutput step() {
     SchedulerOutput out = sched_->schedule();
-    std::vector<SampledToken> sampled(out.scheduled.size());
-    for (auto& s : sampled) s.token = 'a';
+    std::vector<std::vector<SampledToken>> sampled(out.scheduled.size());
+    SampledToken a;
+    a.token = 'a';
+    for (auto& s : sampled) s.assign(1, a);
     EXPECT_LE(out.num_batched_tokens, budget());
     for (const RequestUpdate& u : sched_->update(out, sampled)) {
       if (u.req->finish) ended_[u.req->req_id] = {*u.req->finish, u.req->num_output_tokens(), u.req->num_preemptions};

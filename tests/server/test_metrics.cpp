@@ -137,6 +137,10 @@ TEST(Metrics, EverySeriesExistsAtZeroWithModelName) {
       {"flashserve_num_preemptions_total", "counter"},
       {"flashserve_prefix_cache_queries_total", "counter"},
       {"flashserve_prefix_cache_hits_total", "counter"},
+      {"flashserve_spec_decode_num_drafts_total", "counter"},
+      {"flashserve_spec_decode_num_draft_tokens_total", "counter"},
+      {"flashserve_spec_decode_num_accepted_tokens_total", "counter"},
+      {"flashserve_spec_decode_num_accepted_tokens_per_pos_total", "counter"},
       {"flashserve_num_requests_running", "gauge"},
       {"flashserve_num_requests_waiting", "gauge"},
       {"flashserve_kv_cache_usage_perc", "gauge"},
@@ -320,7 +324,17 @@ TEST(Metrics, GaugesAndCumulativeCountersFollowEngineStats) {
   s.num_free_kv_blocks = 4;
   s.num_preemptions = 5;
   s.prefix_cache = {100, 40};
+  s.speculation.num_drafts = 6;
+  s.speculation.num_draft_tokens = 20;
+  s.speculation.num_accepted_tokens = 9;
+  s.speculation.accepted_per_position[0] = 5;
+  s.speculation.accepted_per_position[1] = 4;
   Exposition e(m.render(s));
+  EXPECT_EQ(e.value("flashserve_spec_decode_num_drafts_total"), 6);
+  EXPECT_EQ(e.value("flashserve_spec_decode_num_draft_tokens_total"), 20);
+  EXPECT_EQ(e.value("flashserve_spec_decode_num_accepted_tokens_total"), 9);
+  EXPECT_EQ(e.value("flashserve_spec_decode_num_accepted_tokens_per_pos_total", {{"position", "1"}}), 4);
+  EXPECT_EQ(e.value("flashserve_spec_decode_num_accepted_tokens_per_pos_total", {{"position", "2"}}), 0);
   EXPECT_EQ(e.value("flashserve_num_requests_running"), 2);
   EXPECT_EQ(e.value("flashserve_num_requests_waiting"), 3);
   EXPECT_NEAR(e.value("flashserve_kv_cache_usage_perc"), 0.6, 1e-12);
@@ -332,6 +346,7 @@ TEST(Metrics, GaugesAndCumulativeCountersFollowEngineStats) {
   e = Exposition(m.render(s));
   EXPECT_EQ(e.value("flashserve_num_preemptions_total"), 5);
   EXPECT_EQ(e.value("flashserve_prefix_cache_queries_total"), 100);
+  EXPECT_EQ(e.value("flashserve_spec_decode_num_accepted_tokens_total"), 9);
 
   s.num_running = 0;
   s.num_free_kv_blocks = 10;

@@ -15,10 +15,12 @@ RunStats run_jobs(ModelRunner& runner, const Tokenizer& tok, const EngineConfig&
   run.results.resize(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
     GenerateRequest g{"job-" + std::to_string(i), jobs[i].prompt, jobs[i].params, jobs[i].priority};
+    g.speculative = jobs[i].speculative;
     JobResult* res = &run.results[i];
     auto rejected = outputs.submit(std::move(g), [res](const RequestOutput& o) {
       ++res->num_events;
       for (const SampledToken& t : o.tokens) res->tokens.push_back(t.token);
+      res->sampled.insert(res->sampled.end(), o.tokens.begin(), o.tokens.end());
       res->text += o.text;
       if (o.finish) {
         res->finish = o.finish;

@@ -12,10 +12,12 @@ struct Job {
   std::vector<int32_t> prompt;
   SamplingParams params;
   int32_t priority = 0;
+  SpeculativeOverride speculative{};
 };
 
 struct JobResult {
   std::vector<int32_t> tokens;
+  std::vector<SampledToken> sampled;  // the same tokens, with their logprobs when asked for
   std::string text;
   std::optional<FinishReason> finish;
   int32_t num_cached_tokens = 0;

@@ -52,19 +52,19 @@ ForwardOutput FakeRunner::forward(const ForwardBatch& batch) {
       for (int32_t j = 0; j < n; ++j) slot(tables, g, s.num_computed_tokens + j) = s.token_ids[j];
     }
     tokens_computed_ += n;
-    const int32_t rows = s.logits == LogitRows::All ? n : s.logits == LogitRows::Last ? 1 : 0;
+    const int32_t rows = s.logits == LogitRows::All ? n : s.logits == LogitRows::Last ? s.last_rows : 0;
     out.first_row.push_back(int32_t(out.logits.size() / vocab_));
     out.num_rows.push_back(rows);
     for (int32_t r = n - rows; r < n; ++r) {
       out.logits.resize(out.logits.size() + vocab_);
       logits_for(tables, s.num_computed_tokens + r, out.logits.data() + out.logits.size() - vocab_);
     }
-    out.sampled.emplace_back();
-    if (s.sample >= 0) {
-      const SamplingStep& d = batch.samples.at(s.sample);
-      const float* raw = out.logits.data() + out.logits.size() - vocab_;
+    out.tokens.resize(batch.samples.size());
+    for (int32_t k = 0; s.sample >= 0 && k < rows; ++k) {
+      const SamplingStep& d = batch.samples.at(size_t(s.sample + k));
+      const float* raw = out.row(int32_t(out.first_row.size() - 1), k);
       std::vector<float> row(raw, raw + vocab_);
-      SampledToken& t = out.sampled.back();
+      SampledToken& t = out.tokens.at(size_t(s.sample + k));
       kernels::SamplingRow params = d.row;
       params.mask_row = d.mask.empty() ? -1 : 0;
       kernels::sample_rows(row.data(), 1, vocab_, &params, d.adjusts.data(), d.mask.data(), &t.token);
@@ -89,7 +89,8 @@ void FakeRunner::logits_for(const Tables& tables, int32_t pos, float* out) {
   for (int32_t v = 0; v < vocab_; ++v) {
     out[v] = v < 256 ? float((h >> (v % 48)) & 7) * 0.25f : -10.0f;
   }
-  out[(h >> 8) % 256] = 5.0f;
+  const bool copies = copy_period_ > 0 && pos + 1 >= copy_period_ && h % 5 != 0;
+  out[copies ? slot(tables, 0, pos + 1 - copy_period_) : int32_t((h >> 8) % 256)] = 5.0f;
 }
 
 }  // namespace flashserve::test

@@ -26,6 +26,11 @@ class FakeRunner : public ModelRunner {
   std::vector<int32_t> kv_group_windows() const override { return windows_; }
   ForwardOutput forward(const ForwardBatch& batch) override;
 
+  // Speculative decoding tests: with a period p > 0, the favourite token of most positions is the
+  // one p positions back (read through the cache too), so the output repeats text a draft can
+  // guess; the rest keep the context hash's favourite, so some drafts are rejected.
+  void set_copy_period(int32_t period) { copy_period_ = period; }
+
   int64_t num_forward_calls() const { return calls_; }
   int64_t num_tokens_computed() const { return tokens_computed_; }
   int32_t max_batch_seqs() const { return max_seqs_; }
@@ -43,6 +48,7 @@ class FakeRunner : public ModelRunner {
   std::unordered_map<int64_t, Tables> kept_;  // by SequenceInput::kept_id
   int64_t calls_ = 0, tokens_computed_ = 0;
   int32_t max_seqs_ = 0;
+  int32_t copy_period_ = 0;
 };
 
 }  // namespace flashserve::test

@@ -376,16 +376,16 @@ TEST_F(CudaRunner, SamplesOnTheDeviceLikeTheCpu) {
     b.samples.push_back(step);
   }
   const ForwardOutput c = cpu->forward(b), g = gpu->forward(b);
-  EXPECT_EQ(g.sampled[3].token, 41);
-  EXPECT_NE(std::find(allowed[1].begin(), allowed[1].end(), g.sampled[4].token), allowed[1].end())
-      << "token " << g.sampled[4].token;
+  EXPECT_EQ(g.tokens[3].token, 41);
+  EXPECT_NE(std::find(allowed[1].begin(), allowed[1].end(), g.tokens[4].token), allowed[1].end())
+      << "token " << g.tokens[4].token;
   for (int32_t s = 0; s < 3; ++s) {
-    const auto& top = c.sampled[s].top_logprobs;
+    const auto& top = c.tokens[s].top_logprobs;
     ASSERT_EQ(top.size(), 2u);
-    EXPECT_EQ(c.sampled[s].token, top[0].first);
-    EXPECT_NEAR(g.sampled[s].logprob, c.sampled[s].logprob, 1e-2);
+    EXPECT_EQ(c.tokens[s].token, top[0].first);
+    EXPECT_NEAR(g.tokens[s].logprob, c.tokens[s].logprob, 1e-2);
     if (top[0].second - top[1].second > 0.05f) {
-      EXPECT_EQ(g.sampled[s].token, c.sampled[s].token) << "sequence " << s;
+      EXPECT_EQ(g.tokens[s].token, c.tokens[s].token) << "sequence " << s;
     }
   }
 }

@@ -1,0 +1,85 @@
+// Speculative decoding without a second model. A decoding sequence proposes up to K draft tokens
+// guessed from text already seen -- its own prompt and output (n-gram prompt lookup), or also the
+// outputs of recent requests (a suffix index) -- and the step verifies them: the sequence
+// contributes its last real token and every draft as query tokens, each row is sampled exactly as
+// plain decoding would sample it (same parameters, same uniform, the drafts before it taken as
+// given), and drafts are kept while they equal the sampled token. For a draft that is one fixed
+// token this is rejection sampling (accept with probability p(draft), else draw from p without
+// it), so the output distribution is unchanged; with the CPU's chunk-invariant forward pass the
+// tokens are the same bits as without speculation, greedy or seeded.
+//
+// Drafts only cost where a step's extra rows do: a sequence whose drafts keep missing drafts fewer
+// and then pauses, and a step takes drafts only while its tokens stay under a bound.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+#include "scheduler/suffix_index.h"
+
+namespace flashserve {
+
+enum class SpeculativeMethod { Off, Ngram, Suffix };
+std::string_view to_string(SpeculativeMethod m);
+std::optional<SpeculativeMethod> parse_speculative_method(std::string_view name);
+
+// The most drafts one sequence may have verified in one step (server or request).
+constexpr int32_t kMaxSpeculativeTokens = 16;
+
+struct SpeculativeConfig {
+  SpeculativeMethod method = SpeculativeMethod::Off;  // the server's default for every request
+  int32_t num_speculative_tokens = 5;                  // K, 1 .. kMaxSpeculativeTokens
+  // Drafts join a step only while its tokens (every sequence's included) stay within this: beyond
+  // a few rows a CPU step costs in proportion to its rows, and misses would slow everyone.
+  int32_t max_step_tokens = 32;
+  int32_t min_ngram = 2, max_ngram = 4;                // prompt lookup's context lengths
+  int64_t suffix_index_tokens = int64_t(1) << 16;      // recent outputs the suffix index remembers
+};
+
+// A request's own choice (API field), each part defaulting to the server's.
+struct SpeculativeOverride {
+  std::optional<SpeculativeMethod> method;
+  std::optional<int32_t> num_speculative_tokens;  // 0: off
+};
+// nullopt if valid, else a message naming the field.
+std::optional<std::string> validate(const SpeculativeOverride& o);
+
+// One request's drafting, kept across its steps.
+struct DraftState {
+  SpeculativeMethod method = SpeculativeMethod::Off;
+  int32_t max_drafts = 0;  // the request's K
+  int32_t window = 0;      // drafts to propose next: grows while they are accepted, shrinks when not
+  int32_t pause = 0;       // steps left without drafting, after drafts that all missed
+  int32_t next_pause = 1;  // the pause after the next miss (doubles per miss in a row)
+};
+
+// Counters as vLLM names them (spec_decode_*); per position: drafts accepted at that index.
+struct SpeculationStats {
+  int64_t num_drafts = 0;           // verifications (a sequence's step that carried drafts)
+  int64_t num_draft_tokens = 0;
+  int64_t num_accepted_tokens = 0;
+  std::vector<int64_t> accepted_per_position = std::vector<int64_t>(size_t(kMaxSpeculativeTokens), 0);
+};
+
+class Speculator {
+ public:
+  explicit Speculator(SpeculativeConfig cfg);
+
+  const SpeculativeConfig& config() const { return cfg_; }
+  // A new request's drafting, from the server's defaults and its override.
+  DraftState start(const SpeculativeOverride& o) const;
+  // At most `limit` drafts to follow `tokens` (a decoding sequence's prompt and output).
+  std::vector<int32_t> propose(DraftState& d, const std::vector<int32_t>& tokens, int32_t limit) const;
+  // After a verification: `accepted` of `proposed` drafts were kept.
+  void observe(DraftState& d, int32_t proposed, int32_t accepted);
+  // A finished request's output, for the suffix index.
+  void learn(const DraftState& d, const std::vector<int32_t>& output);
+  const SpeculationStats& stats() const { return stats_; }
+
+ private:
+  SpeculativeConfig cfg_;
+  SuffixIndex suffix_;
+  SpeculationStats stats_;
+};
+
+}  // namespace flashserve
