@@ -28,11 +28,11 @@ constexpr int32_t kMaxSpeculativeTokens = 16;
 
 struct SpeculativeConfig {
   SpeculativeMethod method = SpeculativeMethod::Off;  // the server's default for every request
-  int32_t num_speculative_tokens = 5;                  // K, 1 .. kMaxSpeculativeTokens
+  int32_t num_speculative_tokens = 7;                  // K, 1 .. kMaxSpeculativeTokens
   // Drafts join a step only while its tokens (every sequence's included) stay within this: beyond
   // a few rows a CPU step costs in proportion to its rows, and misses would slow everyone.
   int32_t max_step_tokens = 32;
-  int32_t min_ngram = 2, max_ngram = 4;                // prompt lookup's context lengths
+  int32_t min_ngram = 2, max_ngram = 8;                // prompt lookup's context lengths
   int64_t suffix_index_tokens = int64_t(1) << 16;      // recent outputs the suffix index remembers
 };
 

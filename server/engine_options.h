@@ -37,7 +37,7 @@ struct EngineOptions {
   std::string reasoning_parser = "auto";
   int32_t reasoning_budget = -1;  // reasoning tokens a request may spend by default (-1: no limit)
   std::string speculative = "off";   // off, ngram (prompt lookup) or suffix (also recent outputs)
-  int32_t num_speculative_tokens = 5;  // K: the most drafts a sequence has verified in one step
+  int32_t num_speculative_tokens = 7;  // K: the most drafts a sequence has verified in one step
 
   void add_to(CLI::App& app);
   EngineConfig engine_config() const;

@@ -4,8 +4,10 @@
 n-gram speculation on the same GGUF. Greedy chat requests from prompts.json: input-grounded work
 (edit a code file or a JSON document, quote a passage) and free chat, one at a time (output tok/s of
 each request, end to end) and at concurrency 16 (throughput of the whole batch; flashserve only).
-Arms alternate within every round, their order rotating from round to round. flashserve's arms must
-give identical text: any difference is reported and fails the run.
+Arms alternate within every round, their order rotating from round to round; no prompt is served
+from a cache (flashserve --no-prefix-caching, llama-server cache_prompt false), or the arm after the
+first would skip its prefill. flashserve's arms must give identical text: any difference is
+reported and fails the run.
 
   bench/speculative/run.py --model M.gguf --out DIR [--rounds 3] [--llama-server PATH]
 """
@@ -25,13 +27,30 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def post(port, body, timeout=600):
+def stream(port, body, timeout=600):
+    """Streams a chat completion: (text, completion tokens, seconds to the first token, seconds in all)."""
+    body = dict(body, stream=True, stream_options={"include_usage": True})
     req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", json.dumps(body).encode(),
                                  {"Content-Type": "application/json"})
     t0 = time.perf_counter()
+    text, first, tokens = [], None, None
     with urllib.request.urlopen(req, timeout=timeout) as r:
-        out = json.load(r)
-    return out, time.perf_counter() - t0
+        for raw in r:
+            line = raw.decode().strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            for c in chunk.get("choices", []):
+                piece = (c.get("delta") or {}).get("content") or ""
+                if piece and first is None:
+                    first = time.perf_counter() - t0
+                text.append(piece)
+            if chunk.get("usage"):
+                tokens = chunk["usage"]["completion_tokens"]
+    total = time.perf_counter() - t0
+    if tokens is None:
+        sys.exit(f"server on port {port} sent no usage")
+    return "".join(text), tokens, first if first is not None else total, total
 
 
 def wait_ready(port, proc, path):
@@ -56,9 +75,8 @@ class Arm:
         body = {"model": "bench", "messages": [{"role": "user", "content": prompt}], "temperature": 0,
                 "max_tokens": max_tokens, "seed": 1}
         body.update(self.extra)
-        out, seconds = post(self.port, body)
-        return {"text": out["choices"][0]["message"]["content"], "tokens": out["usage"]["completion_tokens"],
-                "seconds": seconds}
+        text, tokens, first, total = stream(self.port, body)
+        return {"text": text, "tokens": tokens, "seconds": total, "first": first}
 
 
 def start_servers(args, out_dir):
@@ -66,7 +84,7 @@ def start_servers(args, out_dir):
     fs_log = open(os.path.join(out_dir, "flashserve.log"), "w")
     procs.append(subprocess.Popen([args.flashserve, "--threads", str(args.threads), "serve", "--model", args.model,
                                    "--host", "127.0.0.1", "--port", "18901", "--grpc-port", "0",
-                                   "--served-model-name", "bench", "--speculative", "ngram",
+                                   "--served-model-name", "bench", "--speculative", "ngram", "--no-prefix-caching",
                                    "--num-speculative-tokens", str(args.k)], stdout=fs_log, stderr=fs_log))
     wait_ready(18901, procs[-1], "/ready")
     arms += [Arm("flashserve off", 18901, {"speculative": "off"}), Arm("flashserve ngram", 18901),
@@ -79,7 +97,7 @@ def start_servers(args, out_dir):
                                            "-np", "1", "--host", "127.0.0.1", "--port", str(port), "-a", "bench"] + spec,
                                           stdout=log, stderr=log))
             wait_ready(port, procs[-1], "/health")
-            arms.append(Arm(name, port))
+            arms.append(Arm(name, port, {"cache_prompt": False}))
     return procs, arms
 
 
@@ -128,7 +146,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=256)
-    ap.add_argument("--k", type=int, default=5, help="--num-speculative-tokens")
+    ap.add_argument("--k", type=int, default=7, help="--num-speculative-tokens")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--flashserve", default=os.path.join(ROOT, "build", "server", "flashserve"))
@@ -164,6 +182,11 @@ def tok_per_s(runs):
     return sum(r["tokens"] for r in runs) / sum(r["seconds"] for r in runs)
 
 
+def decode_tok_per_s(runs):
+    """After the first token: what speculation speeds up (the prompt's prefill it cannot)."""
+    return sum(r["tokens"] - 1 for r in runs) / sum(r["seconds"] - r["first"] for r in runs)
+
+
 def report(args, arms, prompts, single, batch, batch_texts, metrics):
     lines = [f"# Speculative decoding, {time.strftime('%Y-%m-%d %H:%M')}", "", "```", cpu_info(), "```", "",
              f"model {os.path.basename(args.model)}, greedy, max_tokens {args.max_tokens}, K {args.k}, "
@@ -187,6 +210,9 @@ def report(args, arms, prompts, single, batch, batch_texts, metrics):
         total = {a.name: tok_per_s([r for p in ps for r in single[workload][a.name][p["name"]]]) for a in arms}
         lines.append("| **all** | | " + " | ".join(f"**{total[a.name]:.1f}**" for a in arms) +
                      f" | **{total['flashserve ngram'] / total[base]:.2f}x** | **{total['flashserve suffix'] / total[base]:.2f}x** |")
+        dec = {a.name: decode_tok_per_s([r for p in ps for r in single[workload][a.name][p["name"]]]) for a in arms}
+        lines.append("| after the first token | | " + " | ".join(f"{dec[a.name]:.1f}" for a in arms) +
+                     f" | {dec['flashserve ngram'] / dec[base]:.2f}x | {dec['flashserve suffix'] / dec[base]:.2f}x |")
         if len(arms) == 5:
             same = sum(x["text"] == y["text"] for p in ps for x, y in
                        zip(single[workload][arms[3].name][p["name"]], single[workload][arms[4].name][p["name"]]))

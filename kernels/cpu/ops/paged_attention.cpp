@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/block_codec.h"
 #include "kernels/cpu/simd.h"
+#include "kernels/threads.h"
 
 namespace flashserve::kernels::FLASHSERVE_ISA {
 namespace {
@@ -230,11 +231,28 @@ void write_rows(void* cache, size_t dst, const float* src, size_t n) {
   }
 }
 
+// Tiles of kQueryTile tokens, unless that leaves too few (tile, KV head) work items to keep every
+// thread busy: a sequence verifying its drafts is one short tile, 3 items for SmolLM2's 3 KV heads
+// on 2 threads. Halving the tile costs K and V rereads from cache, not bits (tiles never change a
+// token's result).
+int32_t tile_for(const AttentionBatch& batch, int32_t num_kv_heads) {
+  if (batch.window > 0) return 1;  // a sliding window starts each token's positions elsewhere
+  const int64_t enough = 4 * int64_t(num_threads());
+  int32_t tile = kQueryTile;
+  for (; tile > 1; tile = (tile + 1) / 2) {
+    int64_t tiles = 0;
+    for (int32_t s = 0; s < batch.num_seqs; ++s) {
+      tiles += (batch.query_start[s + 1] - batch.query_start[s] + tile - 1) / tile;
+    }
+    if (tiles * num_kv_heads >= enough) break;
+  }
+  return tile;
+}
+
 template <class T>
 void attend_all(const float* q, const T* kc, const T* vc, const KvLayout& layout, const AttentionBatch& batch,
                 int32_t num_heads, float scale, float* out) {
-  // A sliding window starts each token's positions elsewhere: one token a tile there.
-  const int32_t tile = batch.window > 0 ? 1 : kQueryTile;
+  const int32_t tile = tile_for(batch, layout.num_kv_heads);
   std::vector<TileRef> tiles;
   for (int32_t s = 0; s < batch.num_seqs; ++s) {
     const int32_t begin = batch.query_start[s], n = batch.query_start[s + 1] - begin, context = batch.context_lens[s];
