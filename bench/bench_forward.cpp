@@ -88,31 +88,37 @@ void decode_128(benchmark::State& state, bool q8) {
   state.SetItemsProcessed(state.iterations());
 }
 
-// Speculative verification: one sequence with 256 tokens cached computes its last token and
-// `drafts` drafts, every row sampled greedily as the engine asks (drafts 0: a plain decode step),
-// on the server's defaults (8-bit activations, f16 KV cache). What a step with drafts costs over
-// one without decides when drafting pays.
+// Speculative verification: `batch` sequences with 256 tokens cached each compute their last token
+// and `drafts` drafts, every row sampled greedily as the engine asks (drafts 0: a plain decode
+// step), on the server's defaults (8-bit activations, f16 KV cache). What a step with drafts costs
+// over one without decides when drafting pays (Scheduler::add_drafts, StepBudget::draft_threshold).
 void BM_Verify(benchmark::State& state) {
-  const int32_t drafts = int32_t(state.range(0)), context = 256;
+  const int32_t batch = int32_t(state.range(0)), drafts = int32_t(state.range(1)), context = 256;
   const int32_t blocks = (context + drafts + 1) / kBlockSize + 1;
   RunnerOptions o;
   o.block_size = kBlockSize;
   o.cpu_q8_activations = true;
   o.kv_dtype = "f16";
-  auto cache = real_runner("cpu", blocks, o);
-  SequenceInput prefill{0, some_tokens(context), {block_range(0, blocks)}, LogitRows::None};
-  cache->forward(ForwardBatch{{prefill}});
+  auto cache = real_runner("cpu", batch * blocks, o);
   ForwardBatch step;
-  SequenceInput& q = step.seqs.emplace_back(SequenceInput{context, some_tokens(drafts + 1), prefill.block_tables});
-  q.sample = 0;
-  q.last_rows = drafts + 1;
   SamplingStep greedy;
   greedy.row.temperature = 0.0f;
-  step.samples.assign(size_t(drafts + 1), greedy);
+  for (int32_t s = 0; s < batch; ++s) {
+    SequenceInput prefill{0, some_tokens(context), {block_range(s * blocks, blocks)}, LogitRows::None};
+    cache->forward(ForwardBatch{{prefill}});
+    SequenceInput& q = step.seqs.emplace_back(SequenceInput{context, some_tokens(drafts + 1), prefill.block_tables});
+    q.sample = int32_t(step.samples.size());
+    q.last_rows = drafts + 1;
+    step.samples.insert(step.samples.end(), size_t(drafts + 1), greedy);
+  }
   for (auto _ : state) benchmark::DoNotOptimize(cache->forward(step));
-  state.SetItemsProcessed(state.iterations() * (drafts + 1));  // items = rows verified
+  state.SetItemsProcessed(state.iterations() * batch * (drafts + 1));  // items = rows verified
 }
-BENCHMARK(BM_Verify)->ArgName("drafts")->DenseRange(0, 8)->Arg(15)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Verify)
+    ->ArgNames({"batch", "drafts"})
+    ->ArgsProduct({{1}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 15}})
+    ->ArgsProduct({{16}, {0, 1, 3}})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_DecodeOnThreads(benchmark::State& state) {
   const int before = kernels::num_threads();

@@ -185,7 +185,10 @@ bool Engine::step() {
   drain_inbox();
   const auto t0 = Clock::now();
   const bool backlog = scheduler_.num_waiting() > 0;
-  SchedulerOutput out = scheduler_.schedule(budget_.next(scheduler_.num_decoding()));
+  const int32_t decoding = scheduler_.num_decoding();
+  const double pinned = cfg_.scheduler.speculative.min_acceptance;
+  SchedulerOutput out = scheduler_.schedule(
+      budget_.next(decoding), pinned > 0 ? pinned : budget_.draft_threshold(decoding, Scheduler::kDefaultMinAcceptance));
   if (out.empty()) {
     publish_stats(false);
     return false;

@@ -63,8 +63,13 @@ class Scheduler {
   void add(std::unique_ptr<Request> req);
   // Drops requests past their deadlines, then picks this step's batch of at most `token_budget`
   // tokens (max_num_batched_tokens when not given; the engine lowers it to keep steps short).
+  // Speculative drafts join where their chance of being kept is at least `min_draft_acceptance`
+  // (what a row costs as a share of a token: StepBudget::draft_threshold).
   SchedulerOutput schedule();
   SchedulerOutput schedule(int32_t token_budget);
+  SchedulerOutput schedule(int32_t token_budget, double min_draft_acceptance);
+  // Before any step was measured.
+  static constexpr double kDefaultMinAcceptance = 0.25;
   // `sampled[i]` holds output.scheduled[i]'s sampled tokens when it samples: one per draft plus
   // one, in row order. Advances every scheduled request (keeps the drafts its tokens confirm,
   // appends its tokens, tells its sampler), applies stop rules, frees finished requests' blocks:
@@ -93,7 +98,8 @@ class Scheduler {
   void drop(std::unique_ptr<Request> r, RequestError error, SchedulerOutput& out);
   RequestError never_fits(const Request& r) const;
   void schedule_running(SchedulerOutput& out, int32_t& budget);
-  void add_drafts(SchedulerOutput& out, int32_t& budget);
+  void add_drafts(SchedulerOutput& out, int32_t& budget, double min_acceptance);
+  void even_out_drafts(SchedulerOutput& out);
   void schedule_waiting(SchedulerOutput& out, int32_t& budget);
   void preempt(std::unique_ptr<Request> victim);
   void insert_waiting(std::unique_ptr<Request> req);

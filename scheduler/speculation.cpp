@@ -43,47 +43,46 @@ DraftState Speculator::start(const SpeculativeOverride& o) const {
   DraftState d;
   d.max_drafts = std::clamp(o.num_speculative_tokens.value_or(cfg_.num_speculative_tokens), 0, kMaxSpeculativeTokens);
   d.method = d.max_drafts == 0 ? SpeculativeMethod::Off : o.method.value_or(cfg_.method);
-  d.window = d.max_drafts;
   return d;
 }
 
-std::vector<int32_t> Speculator::propose(DraftState& d, const std::vector<int32_t>& tokens, int32_t limit) const {
-  limit = std::min(limit, d.window);
-  if (d.method == SpeculativeMethod::Off || limit <= 0) return {};
-  if (d.pause > 0) {
-    --d.pause;
+// Where a request's estimate returns while it does not draft, and how fast (per step): a request
+// that stopped drafting tries again some tens of steps later.
+static constexpr double kPriorAcceptance = 0.6;
+static constexpr double kRecovery = 0.02;
+// How much one reached draft moves the estimate.
+static constexpr double kLearning = 0.15;
+
+std::vector<int32_t> Speculator::propose(DraftState& d, const std::vector<int32_t>& tokens, int32_t limit,
+                                         double min_acceptance) const {
+  if (d.method == SpeculativeMethod::Off) return {};
+  int32_t worth = 0;
+  for (double reach = d.acceptance; worth < std::min(limit, d.max_drafts) && reach >= min_acceptance;
+       reach *= d.acceptance) {
+    ++worth;
+  }
+  if (worth == 0) {
+    d.acceptance += kRecovery * (kPriorAcceptance - d.acceptance);
     return {};
   }
   const std::span<const int32_t> seen(tokens);
-  DraftMatch own = ngram_lookup(seen, cfg_.min_ngram, cfg_.max_ngram, limit);
+  DraftMatch own = ngram_lookup(seen, cfg_.min_ngram, cfg_.max_ngram, worth);
   if (d.method == SpeculativeMethod::Suffix) {
-    DraftMatch recent = suffix_.propose(seen.last(std::min<size_t>(seen.size(), kSuffixDepth)), cfg_.min_ngram, limit,
+    DraftMatch recent = suffix_.propose(seen.last(std::min<size_t>(seen.size(), kSuffixDepth)), cfg_.min_ngram, worth,
                                         kSuffixMinShare);
     if (recent.match_len > own.match_len) own = std::move(recent);
   }
-  // An even number of rows (the last real token and an odd number of drafts): the CPU's matmul
-  // takes tokens in tiles of 8, 4 and 2, and an odd one out passes the weights again on its own
-  // (BM_Verify: 2 drafts cost about three times what 1 does over a plain step). The last draft is
-  // the likeliest to miss.
-  if (own.tokens.size() > 1 && own.tokens.size() % 2 == 0) own.tokens.pop_back();
   return std::move(own.tokens);
 }
 
-// Acceptance decides the next window: all kept, one more; else one past what was kept. Drafts
-// that all missed pause drafting for 1, 2, 4, ... steps: on text unlike anything seen, misses
-// would otherwise cost every step.
+// Each draft verified up to the first rejected one is one observation of p: kept or not.
 void Speculator::observe(DraftState& d, int32_t proposed, int32_t accepted) {
   ++stats_.num_drafts;
   stats_.num_draft_tokens += proposed;
   stats_.num_accepted_tokens += accepted;
   for (int32_t i = 0; i < accepted; ++i) ++stats_.accepted_per_position[size_t(i)];
-  d.window = accepted == proposed ? std::min(d.max_drafts, 2 * d.window) : std::max(1, accepted + 1);
-  if (accepted > 0) {
-    d.next_pause = 1;
-    return;
-  }
-  d.pause = d.next_pause;
-  d.next_pause = std::min(2 * d.next_pause, 64);
+  const int32_t reached = accepted + (accepted < proposed);
+  for (int32_t i = 0; i < reached; ++i) d.acceptance += kLearning * (double(i < accepted) - d.acceptance);
 }
 
 void Speculator::learn(const DraftState& d, const std::vector<int32_t>& output) {

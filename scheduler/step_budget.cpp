@@ -35,6 +35,13 @@ bool StepBudget::fitted(double& fixed, double& per_token) const {
   return true;
 }
 
+double StepBudget::draft_threshold(int32_t decoding, double fallback) const {
+  double fixed = 0, per_token = 0;
+  if (decoding <= 0 || !fitted(fixed, per_token)) return fallback;
+  const double rows = decoding;
+  return per_token * rows / (fixed + per_token * rows);
+}
+
 int32_t StepBudget::next(int32_t decoding) const {
   double fixed = 0, per_token = 0;
   if (decoding <= 0 || !fitted(fixed, per_token)) return max_tokens_;

@@ -25,6 +25,10 @@ class StepBudget {
   // Tokens for the next step, when `decoding` running requests are streaming (each needs one).
   int32_t next(int32_t decoding) const;
 
+  // What one more row costs, as a share of a token, in a step where `decoding` requests each
+  // decode one: b / ((a + b * decoding) / decoding). A speculative draft pays for its row when its
+  // chance of being kept is at least this (`fallback` until the model is fitted).
+  double draft_threshold(int32_t decoding, double fallback) const;
   // The fitted model (seconds, seconds per token); false until two distinct step sizes were seen.
   bool fitted(double& fixed, double& per_token) const;
 

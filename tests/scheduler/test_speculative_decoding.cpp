@@ -30,6 +30,7 @@ EngineConfig config(SpeculativeMethod method, int32_t max_seqs = 16, int32_t bud
   c.scheduler.max_num_batched_tokens = budget;
   c.scheduler.speculative.method = method;
   c.scheduler.speculative.num_speculative_tokens = k;
+  c.scheduler.speculative.min_acceptance = 0.25;  // not the measured step cost: the same drafts on any machine
   return c;
 }
 
@@ -271,6 +272,37 @@ TEST_F(SpeculativeDecoding, SamplerStepsFollowTheDrafts) {
     if (k < drafts.size()) plain.record(drafts[k]);
   }
   EXPECT_EQ(ahead.step().row.uniform, rows[0].row.uniform) << "steps() must not move the request's own state";
+}
+
+// A request drafts as many tokens as are likely enough to be kept (the k-th: p^k) to pay for their
+// rows; misses lower p until it stops drafting, and p drifts back while it does not.
+TEST(Speculator, DraftsWhatPaysAndRecoversAfterMisses) {
+  SpeculativeConfig cfg;
+  cfg.method = SpeculativeMethod::Ngram;
+  Speculator spec(cfg);
+  DraftState d = spec.start({});
+  EXPECT_EQ(d.max_drafts, 7);
+  std::vector<int32_t> text;
+  for (int i = 0; i < 6; ++i) text.insert(text.end(), {1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  text.insert(text.end(), {1, 2, 3});
+  d.acceptance = 0.6;
+  EXPECT_EQ(spec.propose(d, text, 16, 0.25), (std::vector<int32_t>{4, 5}));  // 0.6, 0.36 >= 0.25 > 0.216
+  EXPECT_EQ(spec.propose(d, text, 16, 0.0), (std::vector<int32_t>{4, 5, 6, 7, 8, 9, 10}));  // K caps it
+  EXPECT_EQ(spec.propose(d, text, 3, 0.0).size(), 3u);  // and the step's limit
+  for (int i = 0; i < 20; ++i) spec.observe(d, 2, 0);
+  EXPECT_LT(d.acceptance, 0.25);
+  int steps = 0;
+  while (spec.propose(d, text, 16, 0.25).empty()) ASSERT_LT(++steps, 200);
+  EXPECT_GT(steps, 10) << "it tried again at once";
+  spec.observe(d, 1, 1);
+  for (int i = 0; i < 10; ++i) spec.observe(d, 4, 4);
+  EXPECT_GT(d.acceptance, 0.9);
+  EXPECT_EQ(spec.stats().num_drafts, 31);
+  EXPECT_EQ(spec.stats().num_accepted_tokens, 41);
+  EXPECT_EQ(spec.stats().accepted_per_position[3], 10);
+  DraftState off = spec.start({std::nullopt, 0});
+  EXPECT_EQ(off.method, SpeculativeMethod::Off);
+  EXPECT_TRUE(spec.propose(off, text, 16, 0.0).empty());
 }
 
 // The CPU forward pass is chunk invariant, so on a real (tiny, random) Llama the tokens and

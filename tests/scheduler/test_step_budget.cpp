@@ -24,6 +24,17 @@ TEST(StepBudget, CapFollowsTheFittedCost) {
   EXPECT_EQ(b.next(4), 46);  // (100 - 8) / 2
 }
 
+// One more row costs 2 ms; a lone decode step 10 ms a token, four decoding together 4 ms a token.
+TEST(StepBudget, DraftThresholdIsARowsShareOfAToken) {
+  StepBudget b(0.1, 0, 512);
+  EXPECT_EQ(b.draft_threshold(1, 0.25), 0.25);  // nothing fitted yet
+  feed(b, {512, 1, 1, 16, 300, 4});
+  EXPECT_NEAR(b.draft_threshold(1, 0.25), 0.2, 1e-9);
+  EXPECT_NEAR(b.draft_threshold(4, 0.25), 0.5, 1e-9);
+  EXPECT_GT(b.draft_threshold(64, 0.25), 0.94);  // a wide batch: a draft must nearly always be kept
+  EXPECT_EQ(b.draft_threshold(0, 0.25), 0.25);
+}
+
 TEST(StepBudget, NoCapWithoutStreamsTargetOrData) {
   StepBudget b(0.1, 0, 512);
   EXPECT_EQ(b.next(4), 512);  // nothing observed
