@@ -164,7 +164,6 @@ void parse_stream_options(const json& body, GenerationRequest& r) {
   r.include_usage = opt_bool(*o, "include_usage").value_or(false);
 }
 
-// The engine checks K's range; the method's name is checked here.
 SpeculativeOverride speculative_override(const json& body) {
   SpeculativeOverride o;
   if (auto name = opt_string(body, "speculative")) {
@@ -172,6 +171,7 @@ SpeculativeOverride speculative_override(const json& body) {
     if (!o.method) throw bad_request("'speculative' must be \"off\", \"ngram\" or \"suffix\"", "speculative");
   }
   o.num_speculative_tokens = opt_int(body, "num_speculative_tokens");
+  if (auto error = validate(o)) throw bad_request(*error, "num_speculative_tokens");
   return o;
 }
 

@@ -44,6 +44,7 @@ void generation(const GenerationRequest& r) {
   expect(r.params.logprobs >= -1 && r.params.logprobs <= 20, "logprobs outside [-1, 20]");  // -1: none
   expect(r.logprobs == (r.params.logprobs >= 0), "logprobs asked for but not set, or the reverse");
   expect(!r.prompts.empty(), "no prompt");
+  expect(!validate(r.speculative), "a speculative override out of range passed the parser");
   expect(r.endpoint == Endpoint::Completions || r.prompts.size() == 1, "a chat request with several prompts");
   const std::vector<GenerateRequest> choices = engine_requests(r, serving().max_model_len(), serving().max_tokens_default());
   expect(int64_t(choices.size()) == r.num_choices(), "engine_requests does not give one engine request per choice");

@@ -104,6 +104,20 @@ TEST_F(GrpcTest, SeedMakesSamplingReproducible) {
   EXPECT_EQ(ids_of(generate(req).tokens()), ids_of(generate(req).tokens()));
 }
 
+TEST_F(GrpcTest, SpeculativeDecodingKeepsTheTokens) {
+  pb::GenerateRequest req = text_request("hello hello hello hello hello", 32);
+  req.mutable_stopping()->set_ignore_eos(true);
+  const std::vector<int32_t> plain = ids_of(generate(req).tokens());
+  req.mutable_speculative()->set_method("ngram");
+  req.mutable_speculative()->set_num_tokens(5);
+  EXPECT_EQ(ids_of(generate(req).tokens()), plain);
+  std::vector<int32_t> streamed;
+  for (const pb::GenerateStreamResponse& m : stream(req)) {
+    for (int32_t id : ids_of(m.tokens())) streamed.push_back(id);
+  }
+  EXPECT_EQ(streamed, plain);
+}
+
 TEST_F(GrpcTest, StopTokenEndsGeneration) {
   pb::GenerateRequest req = text_request("hello", 20);
   req.mutable_stopping()->set_ignore_eos(true);
@@ -233,7 +247,12 @@ TEST_F(GrpcTest, BadArgumentsAreInvalidArgument) {
   no_prompt.clear_prompt();
   pb::GenerateRequest bad_stop = text_request("hello", 4);
   for (int i = 0; i < 5; ++i) bad_stop.mutable_stopping()->add_stop("x" + std::to_string(i));
-  for (const pb::GenerateRequest& req : {text_request("", 4), bad_token, no_tokens, no_messages, no_prompt, bad_stop}) {
+  pb::GenerateRequest bad_method = text_request("hello", 4);
+  bad_method.mutable_speculative()->set_method("medusa");
+  pb::GenerateRequest bad_k = text_request("hello", 4);
+  bad_k.mutable_speculative()->set_num_tokens(kMaxSpeculativeTokens + 1);
+  for (const pb::GenerateRequest& req :
+       {text_request("", 4), bad_token, no_tokens, no_messages, no_prompt, bad_stop, bad_method, bad_k}) {
     EXPECT_EQ(generate_status(req).error_code(), grpc::StatusCode::INVALID_ARGUMENT) << req.DebugString();
     grpc::ClientContext ctx;
     auto reader = h_->stub->GenerateStream(&ctx, req);

@@ -170,6 +170,22 @@ TEST_F(HttpApi, NChoicesWithSeeds) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(four.body["choices"][i]["index"], i);
 }
 
+// A request's own speculative decoding changes how many tokens a step brings, never which.
+TEST_F(HttpApi, SpeculativeFieldsKeepTheText) {
+  json body = greedy({{"prompt", "abcabcabcabcabcabc"}}, 40);
+  body["ignore_eos"] = true;
+  const Reply plain = post(*h_, "/v1/completions", body);
+  ASSERT_EQ(plain.status, 200) << plain.text;
+  for (const char* method : {"ngram", "suffix", "off"}) {
+    body["speculative"] = method;
+    body["num_speculative_tokens"] = 4;
+    const Reply r = post(*h_, "/v1/completions", body);
+    ASSERT_EQ(r.status, 200) << r.text;
+    EXPECT_EQ(r.body["choices"][0]["text"], plain.body["choices"][0]["text"]) << method;
+    EXPECT_EQ(r.body["usage"]["completion_tokens"], 40);
+  }
+}
+
 TEST_F(HttpApi, CompletionStream) {
   const json body = greedy({{"prompt", "stream me"}}, 10);
   const std::string expected = post(*h_, "/v1/completions", body).body["choices"][0]["text"];

@@ -93,6 +93,11 @@ TEST_F(HttpErrors, WrongTypesNameTheField) {
       {"/v1/completions", kCompletion, "suffix", "x"},
       {"/v1/completions", kCompletion, "best_of", 2},
       {"/v1/completions", kCompletion, "frobnicate", 1},
+      {"/v1/completions", kCompletion, "speculative", "eagle"},
+      {"/v1/completions", kCompletion, "speculative", true},
+      {"/v1/chat/completions", kChat, "num_speculative_tokens", 17},
+      {"/v1/chat/completions", kChat, "num_speculative_tokens", -1},
+      {"/v1/chat/completions", kChat, "num_speculative_tokens", "4"},
   };
   for (const Case& c : cases) {
     json body = c.base;
