@@ -105,6 +105,18 @@ TEST_F(SpeculativeDecoding, GreedyTokensAreUnchangedBatchedChunkedAndPreempted) 
   EXPECT_GT(preempted.engine.speculation.num_accepted_tokens, 0);
 }
 
+// Sliding-window layers return blocks as they fall out of sight; drafts allocate past the window's
+// edge and must not make the runner read a returned block.
+TEST_F(SpeculativeDecoding, SlidingWindowGroupsKeepTheirTokens) {
+  test::FakeRunner runner(test::kTinyVocab, 256, 4, 4096, {0, 8});
+  runner.set_copy_period(7);
+  const auto jobs = repetitive_jobs(8, 10, 60);
+  const auto want = run(runner, config(SpeculativeMethod::Off, 8, 64), jobs);
+  const auto got = run(runner, config(SpeculativeMethod::Ngram, 8, 64), jobs);
+  expect_same(got, want);
+  expect_drafts_kept_and_rejected(got);
+}
+
 // Each row is sampled with the uniform plain decoding would use at that position, so a seeded
 // request draws the same tokens, whatever its penalties, bias and logprobs.
 TEST_F(SpeculativeDecoding, SeededSamplingAndLogprobsAreUnchanged) {
