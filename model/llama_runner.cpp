@@ -22,7 +22,8 @@ std::vector<int32_t> record_buckets(int32_t max_num_seqs) {
   return b;
 }
 
-size_t kv_elem_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+// One token's K (or V) for one KV head: head_dim values of the cache type (q8_0: in blocks of 32).
+size_t kv_head_bytes(DType t, int32_t head_dim) { return kernels::row_bytes(t, head_dim); }
 
 // The backend, once it can run every op this model's steps call.
 std::unique_ptr<kernels::Backend> checked(std::unique_ptr<kernels::Backend> be, const Model& model,
@@ -133,7 +134,7 @@ void LlamaRunner::State::allocate_step_buffers(int32_t rows) {
 void LlamaRunner::State::allocate_kv_pool(int32_t blocks) {
   if (blocks < 1) throw std::runtime_error("the KV cache budget holds no block");
   num_blocks = blocks;
-  const size_t bytes = size_t(blocks) * opt.block_size * cfg.num_kv_heads * cfg.head_dim * kv_elem_bytes(opt.kv_type);
+  const size_t bytes = size_t(blocks) * opt.block_size * cfg.num_kv_heads * kv_head_bytes(opt.kv_type, cfg.head_dim);
   for (int32_t l = 0; l < groups.layers_per_group; ++l) {
     k_cache.emplace_back(*be, bytes);
     v_cache.emplace_back(*be, bytes);
@@ -291,7 +292,7 @@ const kernels::Backend& LlamaRunner::backend() const { return *s_->be; }
 
 size_t LlamaRunner::kv_block_bytes(const ModelConfig& cfg, int32_t block_size, kernels::DType kv_type) {
   const size_t layers = size_t(kv_groups(cfg).layers_per_group);
-  return 2 * kv_elem_bytes(kv_type) * size_t(block_size) * cfg.num_kv_heads * cfg.head_dim * layers;
+  return 2 * kv_head_bytes(kv_type, cfg.head_dim) * size_t(block_size) * cfg.num_kv_heads * layers;
 }
 
 // Sampling sequences must ask for their last rows only, and point at a step for each.

@@ -51,8 +51,9 @@ DType kv_cache_type(const std::string& name, bool cuda) {
   if (name == "f16") return DType::F16;
   if (cuda && name == "bf16") return DType::BF16;
   if (!cuda && name == "f32") return DType::F32;
-  throw std::invalid_argument("--kv-cache-dtype must be " + std::string(cuda ? "f16 or bf16" : "f16 or f32") + " on the " +
-                              (cuda ? "GPU" : "CPU") + ", not '" + name + "'");
+  if (!cuda && name == "q8_0") return DType::Q8_0;
+  throw std::invalid_argument("--kv-cache-dtype must be " + std::string(cuda ? "f16 or bf16" : "f16, f32 or q8_0") +
+                              " on the " + (cuda ? "GPU" : "CPU") + ", not '" + name + "'");
 }
 
 bool wants_cuda(const std::string& device) {

@@ -24,7 +24,7 @@ struct EngineOptions {
   bool priority_scheduling = false;
   std::string device = "auto";       // auto: cuda when this build has it and a GPU is visible, else cpu
   double gpu_memory_fraction = 0.9;  // --device cuda: share of GPU memory for weights, activations, KV
-  std::string kv_cache_dtype = "f16";  // f16, or bf16 on cuda, or f32 on cpu (exact, twice the bytes)
+  std::string kv_cache_dtype = "f16";  // f16; bf16 on cuda; f32 (exact, twice the bytes) or q8_0 (about half) on cpu
   bool no_cuda_graphs = false;
   bool batch_invariant = false;
   std::string cpu_activations = "q8";  // cpu: q8 (integer dots for quantized weights) or f32 (exact)

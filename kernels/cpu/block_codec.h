@@ -104,4 +104,19 @@ inline void decode_iq4(const uint8_t* qs, float d, float* out) {
 
 inline void decode_block(const BlockIQ4_NL& b, float* out) { decode_iq4(b.qs, half_to_float(b.d), out); }
 
+// llama.cpp's q8_0: 32 values as round(x / d) with d = max |x| / 127, d kept as f16. Inline here
+// rather than in quantize_blocks.cpp: a q8_0 KV cache quantizes in every copy of the kernels, each
+// with the same arithmetic (no contraction), so each stores the same bits.
+inline void quantize_block(const float* x, BlockQ8_0& y) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) {
+    const float a = std::fabs(x[j]);
+    if (amax < a) amax = a;
+  }
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  y.d = float_to_half(d);
+  for (int j = 0; j < 32; ++j) y.qs[j] = int8_t(std::round(x[j] * id));
+}
+
 }  // namespace flashserve::kernels::FLASHSERVE_ISA::codec

@@ -28,12 +28,13 @@ class CpuBackend final : public Backend {
   bool is_host() const override { return true; }
 
   // Every weight type the GGUF reader accepts has a CPU decoder; the KV cache is f32 or f16.
-  bool supports(Op op, DType type, const OpShape&) const override {
+  bool supports(Op op, DType type, const OpShape& shape) const override {
     switch (op) {
       case Op::GetRows:
       case Op::Matmul: return true;
       case Op::KvWrite:
-      case Op::Attention: return type == DType::F32 || type == DType::F16;
+      case Op::Attention:
+        return type == DType::F32 || type == DType::F16 || (type == DType::Q8_0 && shape.head_dim % 32 == 0);
       default: return type == DType::F32;
     }
   }

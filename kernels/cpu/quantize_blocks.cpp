@@ -165,15 +165,6 @@ void quantize_block(const float* x, BlockQ5_1& y) {
   pack_q5(q, y.qs, y.qh);
 }
 
-void quantize_block(const float* x, BlockQ8_0& y) {
-  float amax = 0.0f;
-  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
-  const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  y.d = float_to_half(d);
-  for (int j = 0; j < 32; ++j) y.qs[j] = int8_t(std::round(x[j] * id));
-}
-
 void quantize_block(const float* x, BlockIQ4_NL& y) {
   y.d = float_to_half(signed_extreme(x, 32) / float(kIQ4Values[0]));
   const float d = half_to_float(y.d);

@@ -59,11 +59,27 @@ struct SeqSpec {
   int32_t context_len, num_queries;
 };
 
-// What attention wrote, and the f64 reference over the K/V values the cache can hold.
+// What attention wrote, the f64 reference over the K/V values the cache can hold, and the f64
+// reference over the K/V values as computed (what a lossy cache type costs).
 struct AttentionRun {
   std::vector<float> got;
   std::vector<double> want;
+  std::vector<double> exact;
 };
+
+// Rows of n values as a cache of type t holds them: rounded per value, or per block of 32 (q8_0).
+inline std::vector<float> stored_rows(DType t, std::vector<float> x, int64_t n) {
+  if (t != DType::Q8_0) {
+    for (float& v : x) v = stored(t, v);
+    return x;
+  }
+  std::vector<uint8_t> row(kernels::row_bytes(t, n));
+  for (size_t r = 0; r < x.size(); r += size_t(n)) {
+    kernels::quantize_row(t, x.data() + r, row.data(), n);
+    kernels::dequantize_row(t, row.data(), x.data() + r, n);
+  }
+  return x;
+}
 
 // kv_write of every sequence's K/V (random, from rng), then attention of its last num_queries
 // positions; resident_rows: the tables in rows of their own (AttentionArrays::resident_batch).
@@ -96,7 +112,7 @@ inline AttentionRun run_attention(Backend& be, DType kv_type, int64_t hd, int32_
     if (p == size_t(specs[s].context_len)) ++s, p = 0;
     slots[i] = arrays.tables[s][p / 16] * 16 + int32_t(p % 16);
   }
-  const size_t elem = kv_type == DType::F32 ? 4 : 2, pool = size_t(next_block) * 16 * size_t(kv_row) * elem;
+  const size_t pool = size_t(next_block) * 16 * size_t(kv_heads) * kernels::row_bytes(kv_type, hd);
   Buffer kc(be, pool), vc(be, pool);
   const kernels::KvCacheView kv{kc.get(), vc.get(), kv_type, layout};
   On<float> dk(be, k), dv(be, v), dq(be, q), out(be, q.size());
@@ -113,25 +129,26 @@ inline AttentionRun run_attention(Backend& be, DType kv_type, int64_t hd, int32_
   const float scale = 1.0f / std::sqrt(float(hd));
   be.attention(dq.get(), kv, batch, heads, scale, out.get());
 
-  std::vector<double> want;
-  for (float& x : k) x = stored(kv_type, x);
-  for (float& x : v) x = stored(kv_type, x);
-  int64_t row = 0;
-  for (size_t s = 0; s < specs.size(); ++s) {
-    for (int32_t i = 0; i < specs[s].num_queries; ++i, ++row) {
-      const int32_t pos = specs[s].context_len - specs[s].num_queries + i;
-      for (int32_t h = 0; h < heads; ++h) {
-        std::vector<const float*> krows, vrows;
-        for (int32_t j = window > 0 ? std::max(0, pos - window + 1) : 0; j <= pos; ++j) {
-          krows.push_back(&k[size_t((first_kv[s] + j) * kv_row + (h / (heads / kv_heads)) * hd)]);
-          vrows.push_back(&v[size_t((first_kv[s] + j) * kv_row + (h / (heads / kv_heads)) * hd)]);
+  auto reference = [&](const std::vector<float>& kx, const std::vector<float>& vx) {
+    std::vector<double> want;
+    int64_t row = 0;
+    for (size_t s = 0; s < specs.size(); ++s) {
+      for (int32_t i = 0; i < specs[s].num_queries; ++i, ++row) {
+        const int32_t pos = specs[s].context_len - specs[s].num_queries + i;
+        for (int32_t h = 0; h < heads; ++h) {
+          std::vector<const float*> krows, vrows;
+          for (int32_t j = window > 0 ? std::max(0, pos - window + 1) : 0; j <= pos; ++j) {
+            krows.push_back(&kx[size_t((first_kv[s] + j) * kv_row + (h / (heads / kv_heads)) * hd)]);
+            vrows.push_back(&vx[size_t((first_kv[s] + j) * kv_row + (h / (heads / kv_heads)) * hd)]);
+          }
+          const auto r = ref_attention_row(&q[size_t(row * q_row + h * hd)], krows, vrows, hd, scale);
+          want.insert(want.end(), r.begin(), r.end());
         }
-        const auto r = ref_attention_row(&q[size_t(row * q_row + h * hd)], krows, vrows, hd, scale);
-        want.insert(want.end(), r.begin(), r.end());
       }
     }
-  }
-  return {out.host(), want};
+    return want;
+  };
+  return {out.host(), reference(stored_rows(kv_type, k, hd), stored_rows(kv_type, v, hd)), reference(k, v)};
 }
 
 }  // namespace flashserve::test

@@ -289,6 +289,7 @@ struct FfnCase {
   int32_t experts, used;  // 0, 0: dense
   bool q8 = false;        // 8-bit activations and integer dots (the CPU's fast path)
   DType matrix = DType::Q4_1;
+  DType kv = DType::F32;  // the KV cache's type
 };
 
 // Every invariance holds for dense and mixture-of-experts models alike: MoE regroups rows by
@@ -302,13 +303,14 @@ class ForwardInvariance : public ::testing::TestWithParam<FfnCase> {
       spec.dim = 256;
       spec.ffn_dim = 512;
     }
+    if (GetParam().kv == DType::Q8_0) spec.dim = 128;  // head_dim 32: whole q8_0 blocks
     spec.embd_type = DType::Q8_0;
     spec.num_experts = GetParam().experts;
     spec.experts_used = GetParam().used;
     model_ = tiny(spec);
   }
   std::unique_ptr<LlamaRunner> runner(int32_t num_blocks, int32_t block_size) const {
-    return test::cpu_runner(*model_, num_blocks, block_size, GetParam().q8);
+    return test::cpu_runner(*model_, num_blocks, block_size, GetParam().q8, GetParam().kv);
   }
   std::unique_ptr<Model> model_;
 };
@@ -316,13 +318,15 @@ class ForwardInvariance : public ::testing::TestWithParam<FfnCase> {
 INSTANTIATE_TEST_SUITE_P(Ffn, ForwardInvariance,
                          ::testing::Values(FfnCase{0, 0}, FfnCase{8, 2}, FfnCase{4, 1}, FfnCase{0, 0, true},
                                            FfnCase{8, 2, true}, FfnCase{0, 0, true, DType::Q4_K},
-                                           FfnCase{0, 0, true, DType::Q6_K}),
+                                           FfnCase{0, 0, true, DType::Q6_K}, FfnCase{0, 0, true, DType::Q4_1, DType::Q8_0},
+                                           FfnCase{8, 2, false, DType::Q4_1, DType::Q8_0}),
                          [](const ::testing::TestParamInfo<FfnCase>& info) {
                            const FfnCase& c = info.param;
                            return (c.experts == 0 ? std::string("Dense")
                                                   : "Moe" + std::to_string(c.experts) + "Top" + std::to_string(c.used)) +
                                   (c.q8 ? "Q8Activations" : "") +
-                                  (c.matrix == DType::Q4_1 ? "" : std::string(kernels::dtype_name(c.matrix)));
+                                  (c.matrix == DType::Q4_1 ? "" : std::string(kernels::dtype_name(c.matrix))) +
+                                  (c.kv == DType::F32 ? "" : "Kv" + std::string(kernels::dtype_name(c.kv)));
                          });
 
 TEST_P(ForwardInvariance, ShuffledBlockTableMatchesContiguous) {

@@ -121,7 +121,7 @@ def function_calls(client, model):
 
     with client.responses.stream(model=model, input="Weather in Rome?", tools=[WEATHER],
                                  tool_choice={"type": "function", "name": "get_weather"}, temperature=0.7,
-                                 max_output_tokens=64) as stream:
+                                 max_output_tokens=64, extra_body={"seed": 3}) as stream:
         args = "".join(e.delta for e in stream if e.type == "response.function_call_arguments.delta")
         final = stream.get_final_response()
     streamed_call = [o for o in final.output if o.type == "function_call"][0]

@@ -174,13 +174,28 @@ TEST(ServeLifecycle, DeviceCudaRunsOnAGpuOrFailsClearly) {
   EXPECT_TRUE(says_why) << r.log;
 }
 
-// The CPU keeps its KV cache in f16 by default (the test above) or f32, which holds half the tokens
-// in the same bytes; bf16 is a GPU type and is refused by name.
+// The CPU keeps its KV cache in f16 by default (the test above), f32, which holds half the tokens
+// in the same bytes, or q8_0, which holds 32/17 times as many (34 bytes for 32 values); bf16 is a
+// GPU type and is refused by name.
 TEST(ServeLifecycle, KvCacheDtypeOnTheCpu) {
   const test::ExitResult refused = test::run_to_exit({"serve", "--model", test::tiny_model_for_server(), "--device", "cpu",
                                                       "--kv-cache-dtype", "bf16", "--port", std::to_string(test::free_port())});
   EXPECT_EQ(refused.status, 1) << refused.log;
-  EXPECT_NE(refused.log.find("--kv-cache-dtype must be f16 or f32 on the CPU, not 'bf16'"), std::string::npos) << refused.log;
+  EXPECT_NE(refused.log.find("--kv-cache-dtype must be f16, f32 or q8_0 on the CPU, not 'bf16'"), std::string::npos)
+      << refused.log;
+  {
+    // 2 layers x K and V x 16 tokens x one 64-wide head: 8,192 bytes a block in f16, 4,352 in q8_0.
+    test::ServerProcess q8(test::tiny_model_for_server(),
+                           {"--device", "cpu", "--kv-cache-dtype", "q8_0", "--kv-cache-bytes", "43520"});  // 10 blocks
+    httplib::Client client = test::patient_client(q8.http_port());
+    const auto models = client.Get("/v1/models");
+    ASSERT_TRUE(models);
+    EXPECT_EQ(json::parse(models->body)["data"][0]["max_model_len"], 160);  // f16 would hold 5 blocks: 80
+    EXPECT_NE(q8.log().find("KV cache Q8_0"), std::string::npos) << q8.log();
+    const auto done = client.Post("/v1/completions", R"({"prompt": "hello there", "max_tokens": 20})", "application/json");
+    ASSERT_TRUE(done);
+    EXPECT_EQ(done->status, 200) << done->body;
+  }
 
   test::ServerProcess server(test::tiny_model_for_server(),
                              {"--device", "cpu", "--kv-cache-dtype", "f32", "--kv-cache-bytes", "81920"});  // 5 blocks

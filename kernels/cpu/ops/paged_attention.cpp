@@ -28,6 +28,10 @@ constexpr int kRowsAtOnce = 4;
 constexpr int kRowsAtOnce = 8;
 #endif
 
+// Values of the cache a T holds: one, or a q8_0 block's 32.
+template <class T>
+constexpr int64_t kValuesPer = std::is_same_v<T, BlockQ8_0> ? 32 : 1;
+
 // One KV head's view of a sequence's paged cache.
 struct KvView {
   const KvLayout& layout;
@@ -37,15 +41,15 @@ struct KvView {
   int64_t stride() const { return int64_t(layout.num_kv_heads) * layout.head_dim; }
 
   // Calls f(j, rows, base) for each run of positions first..n-1 that one cache block holds:
-  // positions first + j .. first + j + rows - 1, position first + j + r at base + r * stride().
-  // No division per position.
+  // positions first + j .. first + j + rows - 1, position first + j + r at base + r * stride()
+  // values (a q8_0 cache's T holds 32 of them). No division per position.
   template <class T, class F>
   void for_each_block(const T* cache, int32_t first, int32_t n, F&& f) const {
     const int32_t bs = layout.block_size;
     for (int32_t p = first; p < n;) {
       const int32_t off = p % bs, rows = std::min(bs - off, n - p);
       const int64_t slot = int64_t(block_table[p / bs]) * bs + off;
-      f(p - first, rows, cache + slot * stride() + int64_t(kv_head) * layout.head_dim);
+      f(p - first, rows, cache + (slot * stride() + int64_t(kv_head) * layout.head_dim) / kValuesPer<T>);
       p += rows;
     }
   }
@@ -114,6 +118,21 @@ inline FloatRows float_rows(const uint16_t* base, int32_t rows, int64_t stride, 
   float* out = scratch.rows.data();
   for (int32_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < hd; c += W) store_upto(out + r * hd + c, load_kv(base + r * stride + c, hd - c), hd - c);
+  }
+  return {out, hd};
+}
+// A q8_0 cache's rows decoded once for the tile, as the f16 cache's: d * q is exact in f32 (an f16
+// scale times an 8-bit integer), so the attention math after it is the f32 cache's.
+inline FloatRows float_rows(const BlockQ8_0* base, int32_t rows, int64_t stride, int64_t hd, Scratch& scratch) {
+  scratch.rows.resize(std::max(scratch.rows.size(), size_t(rows) * size_t(hd)));
+  float* out = scratch.rows.data();
+  for (int32_t r = 0; r < rows; ++r) {
+    const BlockQ8_0* row = base + r * stride / 32;
+    for (int64_t c = 0; c < hd / 32; ++c) {
+      const float d = codec::half_to_float(row[c].d);
+      float* o = out + r * hd + c * 32;
+      for (int i = 0; i < 32; ++i) o[i] = d * float(row[c].qs[i]);
+    }
   }
   return {out, hd};
 }
@@ -216,16 +235,22 @@ struct TileRef {
 // Query tokens per tile: 16 tokens of a 4-head group are 64 query rows against each K and V row.
 constexpr int32_t kQueryTile = 16;
 
-void check_cache_type(DType kv_type, const char* op) {
-  if (kv_type != DType::F32 && kv_type != DType::F16)
-    throw_invalid_argument("%s: the CPU KV cache holds f32 or f16, not %s", op, dtype_name(kv_type).data());
+void check_cache_type(DType kv_type, const KvLayout& layout, const char* op) {
+  if (kv_type != DType::F32 && kv_type != DType::F16 && kv_type != DType::Q8_0)
+    throw_invalid_argument("%s: the CPU KV cache holds f32, f16 or q8_0, not %s", op, dtype_name(kv_type).data());
+  if (kv_type == DType::Q8_0 && layout.head_dim % 32 != 0)
+    throw_invalid_argument("%s: a q8_0 KV cache needs a head dim that is a multiple of 32, not %d", op, layout.head_dim);
 }
 
+// n values from value `dst` on; a q8_0 cache quantizes them 32 at a time (each head's row is whole
+// blocks: dst and n are multiples of 32), as llama.cpp's q8_0 does.
 template <class T>
 void write_rows(void* cache, size_t dst, const float* src, size_t n) {
-  T* out = static_cast<T*>(cache) + dst;
+  T* out = static_cast<T*>(cache) + dst / kValuesPer<T>;
   if constexpr (std::is_same_v<T, float>) {
     std::memcpy(out, src, n * sizeof(float));
+  } else if constexpr (std::is_same_v<T, BlockQ8_0>) {
+    for (size_t b = 0; b < n / 32; ++b) codec::quantize_block(src + 32 * b, out[b]);
   } else {
     for (size_t i = 0; i < n; ++i) out[i] = codec::float_to_half(src[i]);
   }
@@ -290,9 +315,9 @@ void attend_all(const float* q, const T* kc, const T* vc, const KvLayout& layout
 
 void kv_write(const KvLayout& layout, DType kv_type, void* k_cache, void* v_cache, const float* k, const float* v,
               const int32_t* slot_mapping, int64_t num_tokens) {
-  check_cache_type(kv_type, "kv_write");
+  check_cache_type(kv_type, layout, "kv_write");
   const size_t row = size_t(layout.num_kv_heads) * size_t(layout.head_dim);
-  const auto write = kv_type == DType::F16 ? write_rows<uint16_t> : write_rows<float>;
+  const auto write = kv_type == DType::F16 ? write_rows<uint16_t> : kv_type == DType::Q8_0 ? write_rows<BlockQ8_0> : write_rows<float>;
   for (int64_t t = 0; t < num_tokens; ++t) {
     if (slot_mapping[t] < 0) continue;  // padding token: nothing to store
     const size_t dst = size_t(slot_mapping[t]) * row;
@@ -303,8 +328,11 @@ void kv_write(const KvLayout& layout, DType kv_type, void* k_cache, void* v_cach
 
 void paged_attention(const float* q, const void* k_cache, const void* v_cache, DType kv_type, const KvLayout& layout,
                      const AttentionBatch& batch, int32_t num_heads, float scale, float* out) {
-  check_cache_type(kv_type, "paged_attention");
-  if (kv_type == DType::F16) {
+  check_cache_type(kv_type, layout, "paged_attention");
+  if (kv_type == DType::Q8_0) {
+    attend_all(q, static_cast<const BlockQ8_0*>(k_cache), static_cast<const BlockQ8_0*>(v_cache), layout, batch,
+               num_heads, scale, out);
+  } else if (kv_type == DType::F16) {
     attend_all(q, static_cast<const uint16_t*>(k_cache), static_cast<const uint16_t*>(v_cache), layout, batch, num_heads,
                scale, out);
   } else {
