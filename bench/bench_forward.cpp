@@ -88,6 +88,36 @@ void decode_128(benchmark::State& state, bool q8) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// Decode against a long context with each KV cache type the server offers (kv: 0 f16, the default;
+// 1 q8_0, about half its bytes), 8-bit activations: what reading and decoding a cache block costs
+// once attention dominates. `batch` sequences, each with `context` tokens cached.
+void BM_DecodeKvType(benchmark::State& state) {
+  const int32_t batch = int32_t(state.range(0)), context = int32_t(state.range(1));
+  const int32_t blocks_per_seq = context / kBlockSize + 1;
+  RunnerOptions o;
+  o.block_size = kBlockSize;
+  o.cpu_q8_activations = true;
+  o.kv_dtype = state.range(2) ? "q8_0" : "f16";
+  auto cache = real_runner("cpu", batch * blocks_per_seq, o);
+  ForwardBatch step;
+  for (int32_t s = 0; s < batch; ++s) {
+    for (int32_t done = 0; done < context; done += 512) {  // the prompt in chunks, as the server takes it
+      const int32_t n = std::min(512, context - done);
+      std::vector<int32_t> chunk = some_tokens(context);
+      SequenceInput prefill{done, std::vector<int32_t>(chunk.begin() + done, chunk.begin() + done + n),
+                            {block_range(s * blocks_per_seq, blocks_per_seq)}, LogitRows::None};
+      cache->forward(ForwardBatch{{prefill}});
+    }
+    step.seqs.push_back({context, {42}, {block_range(s * blocks_per_seq, blocks_per_seq)}, LogitRows::Last});
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(cache->forward(step));
+  state.SetItemsProcessed(state.iterations() * batch);  // items = generated tokens
+}
+BENCHMARK(BM_DecodeKvType)
+    ->ArgNames({"batch", "context", "kv"})
+    ->ArgsProduct({{1, 4}, {4096}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // Speculative verification: `batch` sequences with 256 tokens cached each compute their last token
 // and `drafts` drafts, every row sampled greedily as the engine asks (drafts 0: a plain decode
 // step), on the server's defaults (8-bit activations, f16 KV cache). What a step with drafts costs

@@ -82,7 +82,9 @@ std::unique_ptr<ModelRunner> make_runner(const Model& model, const RunnerOptions
   }
   auto runner = std::make_unique<LlamaRunner>(model, std::move(backend), c,
                                               [&](const kernels::Backend& be, size_t bytes) { return kv_blocks(be, o, bytes); });
-  spdlog::info("device: {}, KV cache {}{}", runner->backend().name(), kernels::dtype_name(c.kv_type),
+  spdlog::info("device: {}, KV cache {}: {} blocks ({} tokens){}", runner->backend().name(),
+               kernels::dtype_name(c.kv_type), runner->num_kv_blocks(),
+               int64_t(runner->num_kv_blocks()) * runner->block_size(),
                cuda ? (c.record_steps ? ", CUDA graphs on" : ", CUDA graphs off") : "");
   return runner;
 }
