@@ -281,7 +281,7 @@ RequestUpdate Scheduler::advance(const ScheduledRequest& s, const std::vector<Sa
     if (k == size_t(num_drafts) || t.token != s.drafts[k]) break;
     ++accepted;
   }
-  r.num_computed_tokens += std::min(accepted, int32_t(u.tokens.size()));
+  r.num_computed_tokens += accepted;
   kv_.cache_full_blocks(r.kv, r.token_ids, r.num_computed_tokens);
   if (num_drafts > 0) speculator_.observe(r.drafting, num_drafts, accepted);
   if (r.pooled && r.num_computed_tokens == r.num_tokens()) finish(r, FinishReason::Stop);  // its prompt is pooled
