@@ -45,7 +45,7 @@ ForwardBatch build_batch(SchedulerOutput& out) {
     if (!s.samples) continue;
     q.sample = int32_t(batch.samples.size());
     q.last_rows = 1 + int32_t(s.drafts.size());
-    for (SamplingStep& step : r.sampler.steps(s.drafts)) batch.samples.push_back(std::move(step));
+    r.sampler.append_steps(s.drafts, batch.samples);
   }
   return batch;
 }
@@ -269,14 +269,8 @@ void Engine::run_batch(SchedulerOutput& out) {
     for (Request* r : failed) emit(*r, {});
     return;
   }
-  std::vector<std::vector<SampledToken>> sampled(out.scheduled.size());
-  for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    const SequenceInput& q = batch.seqs[i];
-    for (int32_t k = 0; q.sample >= 0 && k < q.last_rows; ++k) {
-      sampled[i].push_back(std::move(logits.tokens.at(size_t(q.sample + k))));
-    }
-  }
-  std::vector<RequestUpdate> updates = scheduler_.update(out, sampled);
+  // build_batch asked for the rows in schedule order: the runner's tokens are already as update takes them.
+  std::vector<RequestUpdate> updates = scheduler_.update(out, logits.tokens);
   publish_stats(true);  // before anyone hears of a finish, its blocks show as free
   for (RequestUpdate& u : updates) {
     if (u.tokens.empty() && !u.req->finish) continue;  // a prefill chunk: nothing to report yet

@@ -96,18 +96,19 @@ SamplingStep RequestSampler::step() {
   return s;
 }
 
-std::vector<SamplingStep> RequestSampler::steps(const std::vector<int32_t>& drafts) {
-  std::vector<SamplingStep> out{step()};
-  if (drafts.empty()) return out;
+void RequestSampler::append_steps(const std::vector<int32_t>& drafts, std::vector<SamplingStep>& out) {
+  const size_t end = out.size() + drafts.size() + 1;
+  out.push_back(step());
+  if (drafts.empty()) return;
   RequestSampler ahead = *this;
   for (int32_t d : drafts) {
     if (!ahead.advance(d)) {
-      out.resize(drafts.size() + 1, out.back());
-      break;
+      const SamplingStep refused_at = out.back();
+      out.resize(end, refused_at);
+      return;
     }
     out.push_back(ahead.step());
   }
-  return out;
 }
 
 }  // namespace flashserve

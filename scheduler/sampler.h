@@ -27,10 +27,11 @@ class RequestSampler {
   // sampling (not when greedy); record() consumes it, so the stream of draws is a function of the
   // request's tokens alone.
   SamplingStep step();
-  // Speculative verification: one step per row -- the last real token's, then each draft's --
-  // each as step() would give once the drafts before it were recorded. A draft the grammar
-  // refuses cannot be sampled at its row, so the rows after it (never used) repeat that row's step.
-  std::vector<SamplingStep> steps(const std::vector<int32_t>& drafts);
+  // Appends one step per row to `out`: the last real token's, then each draft's (speculative
+  // verification), each as step() would give once the drafts before it were recorded. A draft the
+  // grammar refuses cannot be sampled at its row, so the rows after it (never used) repeat that
+  // row's step. Without drafts: step() alone, nothing copied.
+  void append_steps(const std::vector<int32_t>& drafts, std::vector<SamplingStep>& out);
   // Records the token the runner picked, for later penalties, the grammar's place and the
   // reasoning budget, and consumes the step's uniform.
   void record(int32_t token);

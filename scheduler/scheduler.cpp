@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <stdexcept>
 
 namespace flashserve {
 
@@ -247,14 +248,17 @@ void Scheduler::preempt(std::unique_ptr<Request> victim) {
   insert_waiting(std::move(victim));
 }
 
-std::vector<RequestUpdate> Scheduler::update(const SchedulerOutput& output,
-                                             const std::vector<std::vector<SampledToken>>& sampled) {
+std::vector<RequestUpdate> Scheduler::update(const SchedulerOutput& output, const std::vector<SampledToken>& sampled) {
   std::vector<RequestUpdate> updates;
   updates.reserve(output.scheduled.size());
   const auto now = Clock::now();
-  for (size_t i = 0; i < output.scheduled.size(); ++i) {
-    const ScheduledRequest& s = output.scheduled[i];
-    updates.push_back(advance(s, s.samples ? &sampled.at(i) : nullptr, now));
+  const std::span<const SampledToken> all(sampled);
+  size_t next = 0;
+  for (const ScheduledRequest& s : output.scheduled) {
+    const size_t rows = s.samples ? 1 + s.drafts.size() : 0;
+    if (next + rows > all.size()) throw std::logic_error("fewer sampled tokens than the step's rows");
+    updates.push_back(advance(s, all.subspan(next, rows), now));
+    next += rows;
   }
   retire_finished();
   return updates;
@@ -264,7 +268,7 @@ std::vector<RequestUpdate> Scheduler::update(const SchedulerOutput& output,
 // that differs from its draft (that one included, as plain decoding would have sampled it) or
 // that ends the request. Only the KV of confirmed drafts counts as computed, so blocks holding a
 // rejected draft are neither published to the prefix cache nor read before they are rewritten.
-RequestUpdate Scheduler::advance(const ScheduledRequest& s, const std::vector<SampledToken>* sampled,
+RequestUpdate Scheduler::advance(const ScheduledRequest& s, std::span<const SampledToken> sampled,
                                  Clock::time_point now) {
   Request& r = *s.req;
   const int32_t num_drafts = int32_t(s.drafts.size());
@@ -272,8 +276,8 @@ RequestUpdate Scheduler::advance(const ScheduledRequest& s, const std::vector<Sa
   RequestUpdate u{&r, {}};
   std::optional<FinishReason> stop;
   int32_t accepted = 0;
-  for (size_t k = 0; sampled && k < sampled->size() && !stop; ++k) {
-    const SampledToken& t = (*sampled)[k];
+  for (size_t k = 0; k < sampled.size() && !stop; ++k) {
+    const SampledToken& t = sampled[k];
     r.token_ids.push_back(t.token);
     r.sampler.record(t.token);
     u.tokens.push_back(t);
@@ -306,9 +310,7 @@ std::optional<FinishReason> Scheduler::check_stop(const Request& r, int32_t toke
 
 void Scheduler::finish(Request& r, FinishReason reason) {
   r.finish = reason;
-  if (r.num_output_tokens() > 0) {
-    speculator_.learn(r.drafting, std::vector<int32_t>(r.token_ids.begin() + r.num_prompt_tokens, r.token_ids.end()));
-  }
+  speculator_.learn(r.drafting, std::span<const int32_t>(r.token_ids).subspan(size_t(r.num_prompt_tokens)));
   r.timings.finished = Clock::now();
   kv_.free(r.kv);
 }

@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 #include "scheduler/kv_cache_manager.h"
@@ -70,12 +71,13 @@ class Scheduler {
   SchedulerOutput schedule(int32_t token_budget, double min_draft_acceptance);
   // Before any step was measured.
   static constexpr double kDefaultMinAcceptance = 0.25;
-  // `sampled[i]` holds output.scheduled[i]'s sampled tokens when it samples: one per draft plus
-  // one, in row order. Advances every scheduled request (keeps the drafts its tokens confirm,
-  // appends its tokens, tells its sampler), applies stop rules, frees finished requests' blocks:
-  // everything a sampled token changes, in one place. Returns updates in schedule order; finished
-  // requests stay readable until the next schedule(), then are destroyed.
-  std::vector<RequestUpdate> update(const SchedulerOutput& output, const std::vector<std::vector<SampledToken>>& sampled);
+  // `sampled` holds, in schedule order, the sampled tokens of each scheduled request that samples:
+  // one per draft plus one, in row order (the runner's ForwardOutput::tokens as the engine's batch
+  // asks for them). Advances every scheduled request (keeps the drafts its tokens confirm, appends
+  // its tokens, tells its sampler), applies stop rules, frees finished requests' blocks: everything
+  // a sampled token changes, in one place. Returns updates in schedule order; finished requests
+  // stay readable until the next schedule(), then are destroyed.
+  std::vector<RequestUpdate> update(const SchedulerOutput& output, const std::vector<SampledToken>& sampled);
   // Finishes a request (Abort) and frees its blocks now. Returns it (valid until the next
   // schedule()), or nullptr if unknown or already finished.
   Request* abort(const std::string& req_id);
@@ -106,7 +108,7 @@ class Scheduler {
   void finish(Request& r, FinishReason reason);
   void retire_finished();
   std::optional<FinishReason> check_stop(const Request& r, int32_t token) const;
-  RequestUpdate advance(const ScheduledRequest& s, const std::vector<SampledToken>* sampled, Clock::time_point now);
+  RequestUpdate advance(const ScheduledRequest& s, std::span<const SampledToken> sampled, Clock::time_point now);
 
   SchedulerConfig cfg_;
   KvCacheManager& kv_;

@@ -85,7 +85,7 @@ void Speculator::observe(DraftState& d, int32_t proposed, int32_t accepted) {
   for (int32_t i = 0; i < reached; ++i) d.acceptance += kLearning * (double(i < accepted) - d.acceptance);
 }
 
-void Speculator::learn(const DraftState& d, const std::vector<int32_t>& output) {
+void Speculator::learn(const DraftState& d, std::span<const int32_t> output) {
   if (d.method != SpeculativeMethod::Suffix && cfg_.method != SpeculativeMethod::Suffix) return;
   if (!output.empty()) suffix_.add(output);
 }

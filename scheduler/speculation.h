@@ -15,8 +15,10 @@
 // it is nearly a token's worth). A request whose drafts miss stops drafting; its estimate drifts
 // back up while it does not, so it tries again later.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 #include "scheduler/suffix_index.h"
@@ -60,7 +62,7 @@ struct SpeculationStats {
   int64_t num_drafts = 0;           // verifications (a sequence's step that carried drafts)
   int64_t num_draft_tokens = 0;
   int64_t num_accepted_tokens = 0;
-  std::vector<int64_t> accepted_per_position = std::vector<int64_t>(size_t(kMaxSpeculativeTokens), 0);
+  std::array<int64_t, kMaxSpeculativeTokens> accepted_per_position{};  // copied into EngineStats every step
 };
 
 class Speculator {
@@ -77,7 +79,7 @@ class Speculator {
   // After a verification: `accepted` of `proposed` drafts were kept.
   void observe(DraftState& d, int32_t proposed, int32_t accepted);
   // A finished request's output, for the suffix index.
-  void learn(const DraftState& d, const std::vector<int32_t>& output);
+  void learn(const DraftState& d, std::span<const int32_t> output);
   const SpeculationStats& stats() const { return stats_; }
 
  private:

@@ -37,10 +37,10 @@ class SchedulerPolicy : public ::testing::Test {
   // One step with token 'a' sampled for everyone who samples.
   SchedulerOutput step() {
     SchedulerOutput out = sched_->schedule();
-    std::vector<std::vector<SampledToken>> sampled(out.scheduled.size());
+    std::vector<SampledToken> sampled;
     SampledToken a;
     a.token = 'a';
-    for (auto& s : sampled) s.assign(1, a);
+    for (const ScheduledRequest& s : out.scheduled) sampled.insert(sampled.end(), s.samples ? 1 + s.drafts.size() : 0, a);
     EXPECT_LE(out.num_batched_tokens, budget());
     for (const RequestUpdate& u : sched_->update(out, sampled)) {
       if (u.req->finish) ended_[u.req->req_id] = {*u.req->finish, u.req->num_output_tokens(), u.req->num_preemptions};

@@ -275,7 +275,8 @@ TEST_F(SpeculativeDecoding, SamplerStepsFollowTheDrafts) {
   p.frequency_penalty = 0.5f;
   RequestSampler ahead(p, {1, 2}, 0), plain(p, {1, 2}, 0);
   const std::vector<int32_t> drafts = {'x', 'y', 'x'};
-  const std::vector<SamplingStep> rows = ahead.steps(drafts);
+  std::vector<SamplingStep> rows;
+  ahead.append_steps(drafts, rows);
   ASSERT_EQ(rows.size(), 4u);
   for (size_t k = 0; k < rows.size(); ++k) {
     const SamplingStep want = plain.step();
@@ -283,7 +284,7 @@ TEST_F(SpeculativeDecoding, SamplerStepsFollowTheDrafts) {
     EXPECT_EQ(rows[k].adjusts.size(), want.adjusts.size()) << k;
     if (k < drafts.size()) plain.record(drafts[k]);
   }
-  EXPECT_EQ(ahead.step().row.uniform, rows[0].row.uniform) << "steps() must not move the request's own state";
+  EXPECT_EQ(ahead.step().row.uniform, rows[0].row.uniform) << "append_steps() must not move the request's own state";
 }
 
 // A request drafts as many tokens as are likely enough to be kept (the k-th: p^k) to pay for their

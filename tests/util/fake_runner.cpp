@@ -42,6 +42,7 @@ ForwardOutput FakeRunner::forward(const ForwardBatch& batch) {
   max_seqs_ = std::max(max_seqs_, int32_t(batch.seqs.size()));
   ForwardOutput out;
   out.vocab_size = vocab_;
+  out.tokens.resize(batch.samples.size());
   for (const SequenceInput& s : batch.seqs) {
     const int32_t n = int32_t(s.token_ids.size());
     const Tables& tables = tables_of(s);
@@ -59,7 +60,6 @@ ForwardOutput FakeRunner::forward(const ForwardBatch& batch) {
       out.logits.resize(out.logits.size() + vocab_);
       logits_for(tables, s.num_computed_tokens + r, out.logits.data() + out.logits.size() - vocab_);
     }
-    out.tokens.resize(batch.samples.size());
     for (int32_t k = 0; s.sample >= 0 && k < rows; ++k) {
       const SamplingStep& d = batch.samples.at(size_t(s.sample + k));
       const float* raw = out.row(int32_t(out.first_row.size() - 1), k);
