@@ -134,9 +134,7 @@ TEST_F(EngineInvariance, TinyLlamaQ8KvCacheBatchedPreemptedCached) {
   spec.dim = 128;  // head_dim 32: whole q8_0 blocks
   spec.matrix_type = kernels::DType::Q4_1;
   spec.embd_type = kernels::DType::Q8_0;
-  const std::string path = test::temp_model_path("engine_q8_kv");
-  test::write_tiny_model(path, spec);
-  const auto model = Model::load(path);
+  const auto model = test::load_tiny_model(spec, "engine_q8_kv");
   const auto jobs = mixed_jobs(16, 4, 60, 12);
   const auto roomy = test::cpu_runner(*model, 256, 16, true, kernels::DType::Q8_0);
   const auto want = alone(*roomy, jobs);

@@ -72,6 +72,15 @@ class SpeculativeDecoding : public ::testing::Test {
     }
     EXPECT_EQ(got.engine.num_free_kv_blocks, got.engine.num_kv_blocks) << "blocks leaked";
   }
+  // The jobs with speculation as `on` has it, checked against the same config with it off.
+  static test::RunStats expect_same_as_off(ModelRunner& runner, const EngineConfig& on, const std::vector<Job>& jobs) {
+    EngineConfig off = on;
+    off.scheduler.speculative.method = SpeculativeMethod::Off;
+    const auto want = run(runner, off, jobs);
+    test::RunStats got = run(runner, on, jobs);
+    expect_same(got, want);
+    return got;
+  }
   static void expect_drafts_kept_and_rejected(const test::RunStats& run) {
     const SpeculationStats& s = run.engine.speculation;
     EXPECT_GT(s.num_drafts, 0);
@@ -111,9 +120,7 @@ TEST_F(SpeculativeDecoding, SlidingWindowGroupsKeepTheirTokens) {
   test::FakeRunner runner(test::kTinyVocab, 256, 4, 4096, {0, 8});
   runner.set_copy_period(7);
   const auto jobs = repetitive_jobs(8, 10, 60);
-  const auto want = run(runner, config(SpeculativeMethod::Off, 8, 64), jobs);
-  const auto got = run(runner, config(SpeculativeMethod::Ngram, 8, 64), jobs);
-  expect_same(got, want);
+  const auto got = expect_same_as_off(runner, config(SpeculativeMethod::Ngram, 8, 64), jobs);
   expect_drafts_kept_and_rejected(got);
 }
 
@@ -135,9 +142,7 @@ TEST_F(SpeculativeDecoding, SeededSamplingAndLogprobsAreUnchanged) {
     p.frequency_penalty = i % 3 == 1 ? 0.4f : 0.0f;
     if (i % 7 == 3) p.logit_bias = {{'a', 1.0f}};
   }
-  const auto want = run(runner, config(SpeculativeMethod::Off), jobs);
-  const auto got = run(runner, config(SpeculativeMethod::Ngram, 4, 64), jobs);
-  expect_same(got, want);
+  const auto got = expect_same_as_off(runner, config(SpeculativeMethod::Ngram, 4, 64), jobs);
   expect_drafts_kept_and_rejected(got);
 }
 
@@ -159,9 +164,7 @@ TEST_F(SpeculativeDecoding, StopStringsStopTokensAndMaxTokensCutTheSameText) {
     short_one.params.max_tokens = int32_t(cut);
     jobs.push_back(short_one);
   }
-  const auto want = run(runner, config(SpeculativeMethod::Off), jobs);
-  const auto got = run(runner, config(SpeculativeMethod::Ngram, 1, 512, 8), jobs);
-  expect_same(got, want);
+  const auto got = expect_same_as_off(runner, config(SpeculativeMethod::Ngram, 1, 512, 8), jobs);
   for (size_t i = 2; i < jobs.size(); i += 3) EXPECT_EQ(int32_t(got.results[i].tokens.size()), jobs[i].params.max_tokens);
   EXPECT_GT(got.engine.speculation.num_accepted_tokens, 0);
 }
@@ -199,9 +202,7 @@ TEST_F(SpeculativeDecoding, GrammarRefusedDraftsAreRejected) {
       jobs[i].params.seed = i;
     }
   }
-  const auto want = run(runner, config(SpeculativeMethod::Off), jobs);
-  const auto got = run(runner, config(SpeculativeMethod::Ngram), jobs);
-  expect_same(got, want);
+  const auto got = expect_same_as_off(runner, config(SpeculativeMethod::Ngram), jobs);
   EXPECT_GT(got.engine.speculation.num_draft_tokens, got.engine.speculation.num_accepted_tokens);
 }
 
@@ -238,9 +239,7 @@ TEST_F(SpeculativeDecoding, RequestOverridesTheServer) {
 TEST_F(SpeculativeDecoding, MissingDraftsBackOff) {
   test::FakeRunner runner(test::kTinyVocab, 1024, 16, 4096);  // no copying: the hash decides every token
   const auto jobs = repetitive_jobs(4, 7, 200);
-  const auto want = run(runner, config(SpeculativeMethod::Off), jobs);
-  const auto got = run(runner, config(SpeculativeMethod::Ngram, 4, 512, 8), jobs);
-  expect_same(got, want);
+  const auto got = expect_same_as_off(runner, config(SpeculativeMethod::Ngram, 4, 512, 8), jobs);
   const SpeculationStats& s = got.engine.speculation;
   EXPECT_LT(s.num_draft_tokens, 4 * 200 / 4) << "drafts kept coming although they missed";
 }
@@ -324,9 +323,7 @@ TEST_F(SpeculativeDecoding, TinyLlamaTokensAndLogprobsAreUnchanged) {
   test::TinyModelSpec spec;
   spec.matrix_type = kernels::DType::Q4_1;
   spec.embd_type = kernels::DType::Q8_0;
-  const std::string path = test::temp_model_path("speculative");
-  test::write_tiny_model(path, spec);
-  const auto model = Model::load(path);
+  const auto model = test::load_tiny_model(spec, "speculative");
   const auto runner = test::cpu_runner(*model, 256);
   auto jobs = repetitive_jobs(8, 9, 24);
   for (size_t i = 0; i < jobs.size(); ++i) {
@@ -336,9 +333,7 @@ TEST_F(SpeculativeDecoding, TinyLlamaTokensAndLogprobsAreUnchanged) {
       jobs[i].params.seed = i;
     }
   }
-  const auto want = run(*runner, config(SpeculativeMethod::Off), jobs);
-  const auto got = run(*runner, config(SpeculativeMethod::Suffix, 8, 64), jobs);
-  expect_same(got, want);
+  const auto got = expect_same_as_off(*runner, config(SpeculativeMethod::Suffix, 8, 64), jobs);
   EXPECT_GT(got.engine.speculation.num_draft_tokens, 0);
 }
 
