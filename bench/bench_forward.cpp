@@ -9,6 +9,7 @@
 // Model: $FLASHSERVE_MODEL, else the project cache (scripts/fetch_model.sh).
 #include <benchmark/benchmark.h>
 
+#include <array>
 #include <numeric>
 
 #include "bench/real_model.h"
@@ -89,15 +90,15 @@ void decode_128(benchmark::State& state, bool q8) {
 }
 
 // Decode against a long context with each KV cache type the server offers (kv: 0 f16, the default;
-// 1 q8_0, about half its bytes), 8-bit activations: what reading and decoding a cache block costs
-// once attention dominates. `batch` sequences, each with `context` tokens cached.
+// 1 q8_0, about half its bytes; 2 fp8, half), 8-bit activations: what reading and decoding a cache
+// block costs once attention dominates. `batch` sequences, each with `context` tokens cached.
 void BM_DecodeKvType(benchmark::State& state) {
   const int32_t batch = int32_t(state.range(0)), context = int32_t(state.range(1));
   const int32_t blocks_per_seq = context / kBlockSize + 1;
   RunnerOptions o;
   o.block_size = kBlockSize;
   o.cpu_q8_activations = true;
-  o.kv_dtype = state.range(2) ? "q8_0" : "f16";
+  o.kv_dtype = std::array{"f16", "q8_0", "fp8"}[size_t(state.range(2))];
   auto cache = real_runner("cpu", batch * blocks_per_seq, o);
   ForwardBatch step;
   for (int32_t s = 0; s < batch; ++s) {
@@ -115,7 +116,7 @@ void BM_DecodeKvType(benchmark::State& state) {
 }
 BENCHMARK(BM_DecodeKvType)
     ->ArgNames({"batch", "context", "kv"})
-    ->ArgsProduct({{1, 4}, {4096}, {0, 1}})
+    ->ArgsProduct({{1, 4}, {4096}, {0, 1, 2}})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Speculative verification: `batch` sequences with 256 tokens cached each compute their last token

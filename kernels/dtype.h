@@ -27,6 +27,9 @@ enum class DType : uint32_t {
   IQ4_NL = 20,  // block: f16 d; 16 bytes of nibbles. x = d * kIQ4Values[q]
   IQ4_XS = 23,  // 8 sub-blocks of 32: 6-bit scale s; x = d * (s - 32) * kIQ4Values[q]
   BF16 = 30,
+  // Not a GGML type (no model file holds it): the KV cache's fp8, OCP E4M3 (4 exponent bits, bias
+  // 7, 3 mantissa bits; no infinities, 0x7f and 0xff are NaN; largest finite 448).
+  F8_E4M3 = 1000,
 };
 
 // Nibble order in 32-element blocks (Q4_x, Q5_x, IQ4_NL): byte j holds element j (low nibble) and
@@ -97,7 +100,7 @@ constexpr int64_t kSuperBlock = 256;
   X(Q5_K, BlockQ5_K, kSuperBlock) X(Q6_K, BlockQ6_K, kSuperBlock) X(Q8_K, BlockQ8_K, kSuperBlock)   \
   X(IQ4_XS, BlockIQ4_XS, kSuperBlock)
 // And the element types stored whole: (DType, bytes an element).
-#define FLASHSERVE_FLOAT_TYPES(X) X(F32, 4) X(F16, 2) X(BF16, 2)
+#define FLASHSERVE_FLOAT_TYPES(X) X(F32, 4) X(F16, 2) X(BF16, 2) X(F8_E4M3, 1)
 
 // f.template operator()<Block, kElems>() for a block type t; false (f not called) for a float type.
 template <class F>
@@ -125,6 +128,10 @@ float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);  // round to nearest even
 float bf16_to_fp32(uint16_t h);
 uint16_t fp32_to_bf16(float f);  // round to nearest even
+float fp8_e4m3_to_fp32(uint8_t x);
+// Round to nearest even; beyond +-448 (infinities too) saturates to +-448, as CUDA's
+// __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3); NaN gives 0x7f.
+uint8_t fp32_to_fp8_e4m3(float f);
 
 // n must be a multiple of block_elems(t).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);

@@ -49,11 +49,13 @@ int32_t kv_blocks(const kernels::Backend& be, const RunnerOptions& o, size_t byt
 DType kv_cache_type(const std::string& name, bool cuda) {
   if (name.empty()) return cuda ? DType::F16 : DType::F32;
   if (name == "f16") return DType::F16;
+  if (name == "fp8" || name == "fp8_e4m3") return DType::F8_E4M3;  // vLLM's names
   if (cuda && name == "bf16") return DType::BF16;
   if (!cuda && name == "f32") return DType::F32;
   if (!cuda && name == "q8_0") return DType::Q8_0;
-  throw std::invalid_argument("--kv-cache-dtype must be " + std::string(cuda ? "f16 or bf16" : "f16, f32 or q8_0") +
-                              " on the " + (cuda ? "GPU" : "CPU") + ", not '" + name + "'");
+  throw std::invalid_argument("--kv-cache-dtype must be " +
+                              std::string(cuda ? "f16, bf16 or fp8" : "f16, f32, q8_0 or fp8") + " on the " +
+                              (cuda ? "GPU" : "CPU") + ", not '" + name + "'");
 }
 
 bool wants_cuda(const std::string& device) {

@@ -51,9 +51,10 @@ void EngineOptions::add_to(CLI::App& app) {
       ->check(CLI::Range(0.05, 1.0))
       ->capture_default_str();
   app.add_option("--kv-cache-dtype", kv_cache_dtype,
-                 "KV cache element type: f16, bf16 (cuda), f32 (cpu, exact) or q8_0 (cpu: blocks of 32 8-bit "
-                 "values with a scale, about half of f16's bytes)")
-      ->check(CLI::IsMember({"f16", "bf16", "f32", "q8_0"}))
+                 "KV cache element type: f16, bf16 (cuda), f32 (cpu, exact), q8_0 (cpu: blocks of 32 8-bit "
+                 "values with a scale, about half of f16's bytes) or fp8 (alias fp8_e4m3: one byte a value, "
+                 "half of f16's bytes; the choice on cuda)")
+      ->check(CLI::IsMember({"f16", "bf16", "f32", "q8_0", "fp8", "fp8_e4m3"}))
       ->capture_default_str();
   app.add_option("--reasoning-parser", reasoning_parser,
                  "Reasoning models: split <think>...</think> off the answer as reasoning_content: auto (when the "

@@ -50,6 +50,33 @@ inline uint16_t float_to_bf16(float f) {
   return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1)) >> 16);
 }
 
+// fp8 E4M3 (kernels/dtype.h): exact in f32.
+inline float e4m3_to_float(uint8_t x) {
+  const uint32_t sign = uint32_t(x & 0x80) << 24;
+  const uint32_t exp = (x >> 3) & 0x0f, mant = x & 7;
+  if ((x & 0x7f) == 0x7f) return bits_float(sign | 0x7fc00000u);
+  if (exp != 0) return bits_float(sign | ((exp + 120) << 23) | (mant << 20));
+  const float mag = float(mant) * 0x1p-9f;  // subnormal: mant * 2^-9
+  return sign ? -mag : mag;
+}
+
+// Round to nearest even, saturating at +-448 as CUDA's satfinite conversion does: below 2^-6 the
+// FPU rounds x + 2^14 to its ulp of 2^-9, E4M3's subnormal step; above, an explicit RNE increment
+// on the 20 bits dropped from f32's mantissa.
+inline uint8_t float_to_e4m3(float f) {
+  const uint32_t bits = float_bits(f);
+  const uint8_t sign = uint8_t((bits >> 24) & 0x80);
+  const uint32_t a = bits & 0x7fffffffu;
+  if (a > 0x7f800000u) return 0x7f;                   // NaN
+  if (a >= 0x43e00000u) return uint8_t(sign | 0x7e);  // 448 and beyond, infinity too
+  if (a < 0x3c800000u) {                              // below 2^-6, the smallest normal
+    const float magic = 16384.0f;
+    return uint8_t(sign | (float_bits(bits_float(a) + magic) - float_bits(magic)));
+  }
+  const uint32_t odd = (a >> 20) & 1;
+  return uint8_t(sign | ((a - (120u << 23) + 0x7ffffu + odd) >> 20));
+}
+
 inline void decode_block(const BlockQ4_0& b, float* out) {
   const float d = half_to_float(b.d);
   for (int j = 0; j < 16; ++j) {

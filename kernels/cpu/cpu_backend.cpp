@@ -27,14 +27,15 @@ class CpuBackend final : public Backend {
   }
   bool is_host() const override { return true; }
 
-  // Every weight type the GGUF reader accepts has a CPU decoder; the KV cache is f32 or f16.
+  // Every weight type the GGUF reader accepts has a CPU decoder; the KV cache is f32, f16, q8_0 or fp8.
   bool supports(Op op, DType type, const OpShape& shape) const override {
     switch (op) {
       case Op::GetRows:
       case Op::Matmul: return true;
       case Op::KvWrite:
       case Op::Attention:
-        return type == DType::F32 || type == DType::F16 || (type == DType::Q8_0 && shape.head_dim % 32 == 0);
+        return type == DType::F32 || type == DType::F16 || type == DType::F8_E4M3 ||
+               (type == DType::Q8_0 && shape.head_dim % 32 == 0);
       default: return type == DType::F32;
     }
   }

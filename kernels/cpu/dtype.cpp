@@ -10,8 +10,9 @@
 namespace flashserve::kernels {
 namespace codec = FLASHSERVE_ISA::codec;  // the scalar copy's decoders (built with these flags)
 
-// The enum's values are GGML's ids.
+// The enum's values are GGML's ids, but for F8_E4M3, which no model file holds.
 std::optional<DType> dtype_from_ggml(uint32_t ggml_type) {
+  if (DType(ggml_type) == DType::F8_E4M3) return std::nullopt;
   switch (DType(ggml_type)) {
 #define FLASHSERVE_KNOWN_FLOAT(type, bytes) case DType::type:
 #define FLASHSERVE_KNOWN_BLOCK(type, block, elems) case DType::type:
@@ -66,6 +67,8 @@ float fp16_to_fp32(uint16_t h) { return codec::half_to_float(h); }
 uint16_t fp32_to_fp16(float f) { return codec::float_to_half(f); }
 float bf16_to_fp32(uint16_t h) { return codec::bf16_to_float(h); }
 uint16_t fp32_to_bf16(float f) { return codec::float_to_bf16(f); }
+float fp8_e4m3_to_fp32(uint8_t x) { return codec::e4m3_to_float(x); }
+uint8_t fp32_to_fp8_e4m3(float f) { return codec::float_to_e4m3(f); }
 
 namespace {
 
@@ -104,6 +107,9 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
     case DType::F16: for (int64_t i = 0; i < n; ++i) dst[i] = codec::half_to_float(h[i]); return;
     case DType::BF16: for (int64_t i = 0; i < n; ++i) dst[i] = codec::bf16_to_float(h[i]); return;
+    case DType::F8_E4M3:
+      for (int64_t i = 0; i < n; ++i) dst[i] = codec::e4m3_to_float(static_cast<const uint8_t*>(src)[i]);
+      return;
     case DType::F32: std::memcpy(dst, src, size_t(n) * 4); return;
     default: return;  // a block type: with_block ran it
   }
@@ -116,6 +122,9 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
   switch (t) {
     case DType::F16: for (int64_t i = 0; i < n; ++i) h[i] = codec::float_to_half(src[i]); return;
     case DType::BF16: for (int64_t i = 0; i < n; ++i) h[i] = codec::float_to_bf16(src[i]); return;
+    case DType::F8_E4M3:
+      for (int64_t i = 0; i < n; ++i) static_cast<uint8_t*>(dst)[i] = codec::float_to_e4m3(src[i]);
+      return;
     case DType::F32: std::memcpy(dst, src, size_t(n) * 4); return;
     default: return;  // a block type: with_block ran it
   }

@@ -6,10 +6,13 @@
 // dims), so a warp only ever talks to itself between the two block-wide syncs of a tile. Scores live
 // in the log2 domain: queries are pre-scaled by scale * log2(e) and exp2f does the rest. Decode has
 // at most 8 query rows per KV head, half an mma's 16, so its math stays f32 on CUDA cores;
-// prefill (prefill_attention.cu) runs on tensor cores.
+// prefill (prefill_attention.cu) runs on tensor cores. An fp8 (E4M3) cache is widened to f16 on its
+// way into shared memory, exactly (every E4M3 value is an f16 value), so past the load both kernels
+// run their f16 code: the cache type T is only what stream_kv reads, Staged<T> what the tiles hold.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cmath>
 #include <cstdint>
@@ -40,7 +43,8 @@ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 inline void check_attention_args(const char* op, const float* q, const void* k_cache, const void* v_cache,
                                  DType kv_type, const KvLayout& layout, const AttentionBatch& batch,
                                  int32_t num_heads, const float* out) {
-  require(kv_type == DType::F16 || kv_type == DType::BF16, op, "KV cache type must be F16 or BF16");
+  require(kv_type == DType::F16 || kv_type == DType::BF16 || kv_type == DType::F8_E4M3, op,
+          "KV cache type must be F16, BF16 or F8_E4M3");
   require(attention_head_dim_supported(layout.head_dim), op,
           "head_dim " + std::to_string(layout.head_dim) + " is not supported (64, 128 or 256)");
   require(layout.block_size > 0 && layout.num_kv_heads > 0, op, "block_size and num_kv_heads must be positive");
@@ -58,6 +62,18 @@ inline void check_attention_args(const char* op, const float* q, const void* k_c
           "q, caches and out must be 16-byte aligned");
 }
 
+// What a tile holds of a cache of element type T.
+template <class T>
+struct StagedAs {
+  using type = T;
+};
+template <>
+struct StagedAs<__nv_fp8_e4m3> {
+  using type = __half;
+};
+template <class T>
+using Staged = typename StagedAs<T>::type;
+
 // Calls f(T{}, std::integral_constant<int, D>{}) for the cache element type and head dim; the
 // arguments were checked by check_attention_args.
 template <class F>
@@ -68,7 +84,8 @@ void dispatch(DType kv_type, int32_t head_dim, F&& f) {
     else f(tag, std::integral_constant<int, 256>{});
   };
   if (kv_type == DType::F16) by_dim(__half{});
-  else by_dim(__nv_bfloat16{});
+  else if (kv_type == DType::BF16) by_dim(__nv_bfloat16{});
+  else by_dim(__nv_fp8_e4m3{});
 }
 
 // ---- device side ------------------------------------------------------------------------------
@@ -107,10 +124,10 @@ struct TileSmem {
   alignas(16) float p[kWarps][kBlockK][R];  // each warp's softmax weights, key-major for broadcast reads
 };
 
-// One KV head's pages of one sequence, addressed in 16-byte vectors of 8 elements.
+// One KV head's pages of one sequence, read in vectors of 8 elements.
 struct PagedKv {
-  const uint4* k;
-  const uint4* v;
+  const void* k;
+  const void* v;
   const int32_t* block_table;
   int32_t block_size;
   int32_t num_kv_heads;
@@ -158,10 +175,27 @@ __device__ __forceinline__ void store_words(uint32_t* dst, uint4 w) {
   dst[3] = w.w;
 }
 
-// Hands store(row, vec, k, v) every 16-byte vector of the K and V rows of positions t0 .. t0 + rows
-// - 1, spread over the block (consecutive threads read consecutive 16 bytes of a row). Positions
-// from kv_end on come as zeros, so that their (zero) weights never meet garbage.
-template <int D, class Store>
+// Elements 8 at .. 8 at + 7 of a cache of T, as a tile holds them (8 Staged<T> in 16 bytes).
+template <class T>
+__device__ __forceinline__ uint4 load8(const void* cache, int64_t at) {
+  return __ldg(static_cast<const uint4*>(cache) + at);
+}
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(two), __NV_E4M3);
+  return uint32_t(h.x) | uint32_t(h.y) << 16;
+}
+template <>
+__device__ __forceinline__ uint4 load8<__nv_fp8_e4m3>(const void* cache, int64_t at) {
+  const uint2 w = __ldg(static_cast<const uint2*>(cache) + at);
+  return make_uint4(e4m3x2_to_f16x2(w.x & 0xffffu), e4m3x2_to_f16x2(w.x >> 16), e4m3x2_to_f16x2(w.y & 0xffffu),
+                    e4m3x2_to_f16x2(w.y >> 16));
+}
+
+// Hands store(row, vec, k, v) every vector of 8 elements of the K and V rows of positions t0 ..
+// t0 + rows - 1 as the tile holds them, spread over the block (consecutive threads read consecutive
+// vectors of a row). Positions from kv_end on come as zeros, so that their (zero) weights never
+// meet garbage.
+template <class T, int D, class Store>
 __device__ void stream_kv(const PagedKv& kv, int32_t t0, int rows, int32_t kv_end, Store&& store) {
   constexpr int kVecs = D / 8;
   for (int i = threadIdx.x; i < rows * kVecs; i += kThreads) {
@@ -171,17 +205,17 @@ __device__ void stream_kv(const PagedKv& kv, int32_t t0, int rows, int32_t kv_en
     if (pos < kv_end) {
       const int64_t slot = int64_t(kv.block_table[pos / kv.block_size]) * kv.block_size + pos % kv.block_size;
       const int64_t at = (slot * kv.num_kv_heads + kv.kv_head) * kVecs + vec;
-      k = __ldg(kv.k + at);
-      v = __ldg(kv.v + at);
+      k = load8<T>(kv.k, at);
+      v = load8<T>(kv.v, at);
     }
     store(row, vec, k, v);
   }
 }
 
 // Positions t0 .. t0 + kBlockK - 1 into shared memory.
-template <int D, int R>
+template <class T, int D, int R>
 __device__ void load_kv_tile(TileSmem<D, R>& sh, const PagedKv& kv, int32_t t0, int32_t kv_end) {
-  stream_kv<D>(kv, t0, kBlockK, kv_end, [&](int row, int vec, uint4 k, uint4 v) {
+  stream_kv<T, D>(kv, t0, kBlockK, kv_end, [&](int row, int vec, uint4 k, uint4 v) {
     store_words(&sh.k[row][vec * 4], k);
     store_words(&sh.v[row][vec * 4], v);
   });
@@ -194,7 +228,7 @@ __device__ void score_tile(const TileSmem<D, R>& sh, int warp, int lane, float (
   for (int r = 0; r < R; ++r) s[r] = 0.0f;
 #pragma unroll 4
   for (int w = 0; w < D / 2; w += 2) {
-    const float2 k01 = widen<T>(sh.k[lane][w]), k23 = widen<T>(sh.k[lane][w + 1]);
+    const float2 k01 = widen<Staged<T>>(sh.k[lane][w]), k23 = widen<Staged<T>>(sh.k[lane][w + 1]);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const float4 q = *reinterpret_cast<const float4*>(&sh.q[warp * R + r][2 * w]);
@@ -233,7 +267,7 @@ __device__ void accumulate_tile(const TileSmem<D, R>& sh, int warp, int lane, Ro
   for (int j = 0; j < kBlockK; ++j) {
     float2 v[kPairs];
 #pragma unroll
-    for (int i = 0; i < kPairs; ++i) v[i] = widen<T>(sh.v[j][lane + kWarp * i]);
+    for (int i = 0; i < kPairs; ++i) v[i] = widen<Staged<T>>(sh.v[j][lane + kWarp * i]);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const float p = sh.p[warp][j][r];
@@ -259,7 +293,7 @@ __device__ void attend(TileSmem<D, R>& sh, const PagedKv& kv, int32_t kv_begin, 
     for (int i = 0; i < RowState<D, R>::kPairs; ++i) st.acc[r][i] = make_float2(0.0f, 0.0f);
   }
   for (int32_t t0 = kv_begin; t0 < kv_end; t0 += kBlockK) {
-    load_kv_tile(sh, kv, t0, kv_end);
+    load_kv_tile<T>(sh, kv, t0, kv_end);
     __syncthreads();
     if (rows.count > 0) {  // warp-uniform: a warp with only padding rows just helps load
       float s[R];

@@ -46,7 +46,7 @@ struct Workspace {
 
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads)
-    decode_split_kernel(const float* q, const uint4* k_cache, const uint4* v_cache, KvLayout layout,
+    decode_split_kernel(const float* q, const void* k_cache, const void* v_cache, KvLayout layout,
                         AttentionBatch batch, int32_t num_heads, float qscale, Workspace ws, int32_t splits) {
   constexpr int R = kRowsPerWarp;
   __shared__ TileSmem<D, R> sh;
@@ -130,8 +130,7 @@ void decode_attention(const float* q, const void* k_cache, const void* v_cache, 
     constexpr int D = decltype(dim)::value;
     const dim3 split_grid(unsigned(splits), unsigned(layout.num_kv_heads), unsigned(batch.num_seqs));
     FLASHSERVE_LAUNCH(split_grid, kThreads, 0, stream, decode_split_kernel<T, D>)(
-        q, static_cast<const uint4*>(k_cache), static_cast<const uint4*>(v_cache), layout, batch, num_heads,
-        scale * kLog2e, ws, splits);
+        q, k_cache, v_cache, layout, batch, num_heads, scale * kLog2e, ws, splits);
     FLASHSERVE_CUDA_CHECK(cudaGetLastError());
     FLASHSERVE_LAUNCH(dim3(unsigned(num_heads), unsigned(batch.num_seqs)), D, 0, stream, decode_merge_kernel<D>)(
         ws, batch.context_lens, batch.window, num_heads, splits, out);

@@ -1,7 +1,8 @@
 // One thread per element of the new K and V rows: find the token's slot, round to the cache type
-// (round to nearest even, as kernels/dtype.h does on the CPU) and store.
+// (round to nearest even, as kernels/dtype.h does on the CPU; fp8 saturates at +-448) and store.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <stdexcept>
 
@@ -20,6 +21,10 @@ template <>
 __device__ __half round_to<__half>(float x) { return __float2half_rn(x); }
 template <>
 __device__ __nv_bfloat16 round_to<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <>
+__device__ __nv_fp8_storage_t round_to<__nv_fp8_storage_t>(float x) {
+  return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+}
 
 template <class T>
 __global__ void kv_write_kernel(T* k_cache, T* v_cache, const float* k, const float* v, const int32_t* slot_mapping,
@@ -46,16 +51,18 @@ void launch(void* k_cache, void* v_cache, const float* k, const float* v, const 
 
 void kv_write(const KvLayout& layout, DType kv_type, void* k_cache, void* v_cache, const float* k,
               const float* v, const int32_t* slot_mapping, int64_t num_tokens, CUstream_st* stream) {
-  if (kv_type != DType::F16 && kv_type != DType::BF16)
-    throw std::invalid_argument("cuda::kv_write: KV cache type must be F16 or BF16");
+  if (kv_type != DType::F16 && kv_type != DType::BF16 && kv_type != DType::F8_E4M3)
+    throw std::invalid_argument("cuda::kv_write: KV cache type must be F16, BF16 or F8_E4M3");
   if (layout.block_size <= 0 || layout.num_kv_heads <= 0 || layout.head_dim <= 0 || num_tokens < 0)
     throw std::invalid_argument("cuda::kv_write: bad shape");
   if (num_tokens == 0) return;
   const int64_t row = int64_t(layout.num_kv_heads) * layout.head_dim;
   if (num_tokens > (int64_t(INT32_MAX) * kThreads) / row)
     throw std::invalid_argument("cuda::kv_write: too many elements for one grid");
-  if (kv_type == DType::F16) launch<__half>(k_cache, v_cache, k, v, slot_mapping, row, num_tokens * row, stream);
-  else launch<__nv_bfloat16>(k_cache, v_cache, k, v, slot_mapping, row, num_tokens * row, stream);
+  const int64_t total = num_tokens * row;
+  if (kv_type == DType::F16) launch<__half>(k_cache, v_cache, k, v, slot_mapping, row, total, stream);
+  else if (kv_type == DType::BF16) launch<__nv_bfloat16>(k_cache, v_cache, k, v, slot_mapping, row, total, stream);
+  else launch<__nv_fp8_storage_t>(k_cache, v_cache, k, v, slot_mapping, row, total, stream);
 }
 
 }  // namespace flashserve::kernels::cuda

@@ -6,7 +6,7 @@
 // (mma.cuh), masks them, folds them into an online softmax in registers (log2 domain: queries are
 // pre-scaled by scale * log2(e)) and adds P V with mma.sync again; the running sums stay in f32.
 // The queries and the softmax weights enter the tensor cores rounded to the cache type (K and V
-// already are), as in FlashAttention; docs/cuda.md gives the resulting error bounds.
+// already are; f16 for an fp8 cache), as in FlashAttention; docs/cuda.md gives the error bounds.
 // The query tile passes through shared memory into registers before the first K/V tile, so the two
 // share their space: 9 KiB at head_dim 64, 17 at 128, 33 at 256 (Gemma), under the 48 KiB a launch
 // gets without opt-in.
@@ -66,8 +66,8 @@ __device__ void stage_q(PrefillSmem<T, D>& sh, const float* first_row, int64_t r
 
 // Positions t0 .. t0 + kTileK - 1 into shared memory.
 template <class T, int D>
-__device__ void stage_kv(PrefillSmem<T, D>& sh, const PagedKv& kv, int32_t t0, int32_t kv_end) {
-  stream_kv<D>(kv, t0, kTileK, kv_end, [&](int row, int vec, uint4 k, uint4 v) {
+__device__ void stage_kv(PrefillSmem<Staged<T>, D>& sh, const PagedKv& kv, int32_t t0, int32_t kv_end) {
+  stream_kv<T, D>(kv, t0, kTileK, kv_end, [&](int row, int vec, uint4 k, uint4 v) {
     *reinterpret_cast<uint4*>(&sh.k[row][vec * 8]) = k;
     *reinterpret_cast<uint4*>(&sh.v[row][vec * 8]) = v;
   });
@@ -164,11 +164,13 @@ __device__ void accumulate_tile(const PrefillSmem<T, D>& sh, const float (&p)[kK
   }
 }
 
+// T is the cache's element type; the tiles and the tensor cores see S.
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads)
-    prefill_kernel(const float* q, const uint4* k_cache, const uint4* v_cache, KvLayout layout, AttentionBatch batch,
+    prefill_kernel(const float* q, const void* k_cache, const void* v_cache, KvLayout layout, AttentionBatch batch,
                    int32_t num_heads, float qscale, float* out) {
-  __shared__ PrefillSmem<T, D> sh;
+  using S = Staged<T>;
+  __shared__ PrefillSmem<S, D> sh;
   const int32_t seq = blockIdx.z, head = blockIdx.y, q0 = blockIdx.x * kTileQ;
   const int32_t first = batch.query_start[seq], n = batch.query_start[seq + 1] - first;
   if (q0 >= n) return;  // grids are sized for the longest sequence (or a graph's limit)
@@ -200,13 +202,13 @@ __global__ void __launch_bounds__(kThreads)
   // With a sliding window, the tile's first query sees nothing before pos0 - window + 1.
   const int32_t kv_begin = batch.window > 0 ? max(0, pos0 - batch.window + 1) : 0, kv_end = pos0 + rows;
   for (int32_t t0 = kv_begin; t0 < kv_end; t0 += kTileK) {
-    stage_kv(sh, kv, t0, kv_end);
+    stage_kv<T>(sh, kv, t0, kv_end);
     __syncthreads();
     if (r0 < rows) {  // warp-uniform: a warp with only padding rows just helps load
       float s[kKeyGroups][4];
-      score_tile<T, D>(sh, qa, g, t, s);
+      score_tile<S, D>(sh, qa, g, t, s);
       softmax_tile<D>(st, s, t0, t, kv_end, pos, valid, batch.window);
-      accumulate_tile<T, D>(sh, s, g, t, st);
+      accumulate_tile<S, D>(sh, s, g, t, st);
     }
     __syncthreads();  // the next tile overwrites K and V
   }
@@ -238,8 +240,7 @@ void prefill_attention(const float* q, const void* k_cache, const void* v_cache,
     const dim3 grid(unsigned((batch.max_num_queries + kTileQ - 1) / kTileQ), unsigned(num_heads),
                     unsigned(batch.num_seqs));
     FLASHSERVE_LAUNCH(grid, kThreads, 0, stream, prefill_kernel<T, D>)(
-        q, static_cast<const uint4*>(k_cache), static_cast<const uint4*>(v_cache), layout, batch, num_heads,
-        scale * kLog2e, out);
+        q, k_cache, v_cache, layout, batch, num_heads, scale * kLog2e, out);
     FLASHSERVE_CUDA_CHECK(cudaGetLastError());
   });
 }

@@ -38,6 +38,7 @@ constexpr BlockLayout block_layout(DType t) {
   case DType::type: return {elems, sizeof(block)};
     FLASHSERVE_BLOCK_TYPES(FLASHSERVE_BLOCK_LAYOUT)
 #undef FLASHSERVE_BLOCK_LAYOUT
+    case DType::F8_E4M3: break;  // a KV cache type, never a weight
   }
   return {0, 0};
 }

@@ -48,13 +48,6 @@ inline std::vector<uint8_t> weight_rows(std::mt19937& rng, DType t, int64_t rows
   return w;
 }
 
-// What a KV cache element of `t` holds for x: the CPU stores f32, GPUs round to f16 / bf16.
-inline float stored(DType t, float x) {
-  if (t == DType::F16) return kernels::fp16_to_fp32(kernels::fp32_to_fp16(x));
-  if (t == DType::BF16) return kernels::bf16_to_fp32(kernels::fp32_to_bf16(x));
-  return x;
-}
-
 struct SeqSpec {
   int32_t context_len, num_queries;
 };
@@ -69,10 +62,6 @@ struct AttentionRun {
 
 // Rows of n values as a cache of type t holds them: rounded per value, or per block of 32 (q8_0).
 inline std::vector<float> stored_rows(DType t, std::vector<float> x, int64_t n) {
-  if (t != DType::Q8_0) {
-    for (float& v : x) v = stored(t, v);
-    return x;
-  }
   std::vector<uint8_t> row(kernels::row_bytes(t, n));
   for (size_t r = 0; r < x.size(); r += size_t(n)) {
     kernels::quantize_row(t, x.data() + r, row.data(), n);

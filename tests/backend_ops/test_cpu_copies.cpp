@@ -148,7 +148,7 @@ TEST_P(CpuCopies, Rope) {
 
 TEST_P(CpuCopies, KvWriteAndAttention) {
   const std::vector<SeqSpec> prefill = {{37, 37}, {5, 2}, {70, 13}}, decode = {{1, 1}, {300, 1}, {33, 1}};
-  for (const DType kv : {DType::F32, DType::F16, DType::Q8_0}) {
+  for (const DType kv : {DType::F32, DType::F16, DType::Q8_0, DType::F8_E4M3}) {
     for (const int64_t hd : {64, 80, 128}) {
       if (kv == DType::Q8_0 && hd % 32 != 0) continue;  // whole q8_0 blocks per head
       for (const int32_t group : {1, 3}) {

@@ -40,6 +40,13 @@ inline double ref_bf16(uint16_t h) {
   return f;
 }
 
+// E4M3 from its definition: code e m (no sign) is (1 + m/8) 2^(e-7), or m 2^-9 for e = 0; 0x7f NaN.
+inline double ref_e4m3(uint8_t code) {
+  const int e = (code >> 3) & 15, m = code & 7;
+  const double mag = (code & 0x7f) == 0x7f ? NAN : e == 0 ? m * std::ldexp(1.0, -9) : (1 + m / 8.0) * std::ldexp(1.0, e - 7);
+  return (code & 0x80) ? -mag : mag;
+}
+
 inline uint16_t read_u16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
 
 // Row of n elements decoded from raw GGUF bytes per the GGML block layouts.
@@ -52,6 +59,7 @@ inline std::vector<double> ref_dequant(DType t, const void* src, int64_t n) {
       case DType::F32: { float f; std::memcpy(&f, p + 4 * i, 4); out[i] = f; break; }
       case DType::F16: out[i] = ref_half(read_u16(p + 2 * i)); break;
       case DType::BF16: out[i] = ref_bf16(read_u16(p + 2 * i)); break;
+      case DType::F8_E4M3: out[i] = ref_e4m3(p[i]); break;
       case DType::Q4_0: {
         const uint8_t* blk = p + 18 * b;
         const int q = j < 16 ? (blk[2 + j] & 0xf) : (blk[2 + j - 16] >> 4);

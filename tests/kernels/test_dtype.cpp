@@ -124,6 +124,64 @@ TEST(Bf16, RoundTripTiesAndSpecials) {
   }
 }
 
+// Nearest code, ties to the even one; from 448 on (infinity too) the largest finite, as CUDA's
+// satfinite conversion.
+uint8_t ref_to_e4m3(float f) {
+  if (std::isnan(f)) return 0x7f;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  const double a = std::fabs(double(f));
+  if (a >= 448) return uint8_t(sign | 0x7e);
+  uint8_t lo = 0, hi = 0x7e;  // ref_e4m3(lo) <= a < ref_e4m3(hi)
+  while (hi - lo > 1) {
+    const uint8_t mid = uint8_t((lo + hi) / 2);
+    (ref_e4m3(mid) <= a ? lo : hi) = mid;
+  }
+  const double dlo = a - ref_e4m3(lo), dhi = ref_e4m3(hi) - a;
+  return uint8_t(sign | (dlo < dhi ? lo : dhi < dlo ? hi : (lo % 2 == 0 ? lo : hi)));
+}
+
+TEST(Fp8E4M3, DecodeAllCodesAndRoundTrip) {
+  for (int c = 0; c < 256; ++c) {
+    const uint8_t code = uint8_t(c);
+    if ((code & 0x7f) == 0x7f) {
+      EXPECT_TRUE(std::isnan(fp8_e4m3_to_fp32(code)));
+      continue;
+    }
+    ASSERT_EQ(double(fp8_e4m3_to_fp32(code)), ref_e4m3(code)) << std::hex << c;
+    ASSERT_EQ(std::signbit(fp8_e4m3_to_fp32(code)), bool(code & 0x80)) << std::hex << c;
+    ASSERT_EQ(fp32_to_fp8_e4m3(fp8_e4m3_to_fp32(code)), code) << std::hex << c;
+  }
+}
+
+TEST(Fp8E4M3, TiesSaturationAndSpecials) {
+  EXPECT_EQ(fp32_to_fp8_e4m3(448.0f), 0x7e);
+  EXPECT_EQ(fp32_to_fp8_e4m3(464.0f), 0x7e);  // the midpoint to the NaN code saturates
+  EXPECT_EQ(fp32_to_fp8_e4m3(1e6f), 0x7e);
+  EXPECT_EQ(fp32_to_fp8_e4m3(INFINITY), 0x7e);
+  EXPECT_EQ(fp32_to_fp8_e4m3(-INFINITY), 0xfe);
+  EXPECT_EQ(fp32_to_fp8_e4m3(NAN), 0x7f);
+  EXPECT_EQ(fp32_to_fp8_e4m3(-0.0f), 0x80);
+  EXPECT_EQ(fp32_to_fp8_e4m3(std::ldexp(1.0f, -10)), 0x00);  // half the smallest subnormal: even
+  EXPECT_EQ(fp32_to_fp8_e4m3(std::ldexp(3.0f, -10)), 0x02);  // 1.5 steps: to even 2
+  EXPECT_EQ(fp32_to_fp8_e4m3(std::ldexp(1.0f, -6)), 0x08);   // smallest normal
+  EXPECT_EQ(fp32_to_fp8_e4m3(1.0625f), 0x38);                // 1 + 1/16: tie to even 1.0
+  EXPECT_EQ(fp32_to_fp8_e4m3(1.1875f), 0x3a);                // 1 + 3/16: tie to even 1.25
+  for (int c = 0; c < 0x7e; ++c) {  // every midpoint between neighbours, and one f32 ulp either side
+    const float a = fp8_e4m3_to_fp32(uint8_t(c)), b = fp8_e4m3_to_fp32(uint8_t(c + 1));
+    const float mid = float((double(a) + double(b)) / 2);
+    ASSERT_EQ(fp32_to_fp8_e4m3(mid), c % 2 ? c + 1 : c) << c;
+    ASSERT_EQ(fp32_to_fp8_e4m3(std::nextafter(mid, a)), c) << c;
+    ASSERT_EQ(fp32_to_fp8_e4m3(std::nextafter(mid, b)), c + 1) << c;
+  }
+  std::mt19937 rng(13);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 200000; ++i) {
+    const uint32_t exp = 127 - 12 + bits(rng) % 24;  // half the smallest subnormal to past 448
+    const float f = float_of((bits(rng) & 0x807fffffu) | (exp << 23));
+    ASSERT_EQ(fp32_to_fp8_e4m3(f), ref_to_e4m3(f)) << f;
+  }
+}
+
 TEST(DType, Metadata) {
   EXPECT_EQ(dtype_from_ggml(0), DType::F32);
   EXPECT_EQ(dtype_from_ggml(3), DType::Q4_1);
@@ -137,6 +195,9 @@ TEST(DType, Metadata) {
   EXPECT_EQ(row_bytes(DType::Q8_0, 96), 102u);
   EXPECT_EQ(block_elems(DType::BF16), 1);
   EXPECT_EQ(block_elems(DType::Q8_0), 32);
+  EXPECT_EQ(row_bytes(DType::F8_E4M3, 64), 64u);
+  EXPECT_EQ(dtype_name(DType::F8_E4M3), "F8_E4M3");
+  EXPECT_FALSE(dtype_from_ggml(uint32_t(DType::F8_E4M3)).has_value());  // a KV cache type only
 }
 
 // Hand-built blocks: scale codes chosen exactly (0x3800 = 0.5, 0x3400 = 0.25, 0xbe00 = -1.5,

@@ -319,7 +319,8 @@ INSTANTIATE_TEST_SUITE_P(Ffn, ForwardInvariance,
                          ::testing::Values(FfnCase{0, 0}, FfnCase{8, 2}, FfnCase{4, 1}, FfnCase{0, 0, true},
                                            FfnCase{8, 2, true}, FfnCase{0, 0, true, DType::Q4_K},
                                            FfnCase{0, 0, true, DType::Q6_K}, FfnCase{0, 0, true, DType::Q4_1, DType::Q8_0},
-                                           FfnCase{8, 2, false, DType::Q4_1, DType::Q8_0}),
+                                           FfnCase{8, 2, false, DType::Q4_1, DType::Q8_0},
+                                           FfnCase{0, 0, true, DType::Q4_1, DType::F8_E4M3}),
                          [](const ::testing::TestParamInfo<FfnCase>& info) {
                            const FfnCase& c = info.param;
                            return (c.experts == 0 ? std::string("Dense")

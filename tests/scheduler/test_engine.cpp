@@ -127,23 +127,26 @@ TEST_F(EngineInvariance, TinyLlamaBatchedChunkedPreemptedCached) {
   EXPECT_EQ(cached.results[1].num_cached_tokens, 48);  // three full blocks; the last token is recomputed
 }
 
-// A q8_0 KV cache (blocks of 32 values with a scale) quantizes each token's K and V once, when
-// written: batching, chunking, preemption and prefix-cache hits still change no token.
-TEST_F(EngineInvariance, TinyLlamaQ8KvCacheBatchedPreemptedCached) {
+// A q8_0 KV cache (blocks of 32 values with a scale) or an fp8 one quantizes each token's K and V
+// once, when written: batching, chunking, preemption and prefix-cache hits still change no token.
+TEST_F(EngineInvariance, TinyLlamaEightBitKvCachesBatchedPreemptedCached) {
   test::TinyModelSpec spec;
   spec.dim = 128;  // head_dim 32: whole q8_0 blocks
   spec.matrix_type = kernels::DType::Q4_1;
   spec.embd_type = kernels::DType::Q8_0;
   const auto model = test::load_tiny_model(spec, "engine_q8_kv");
   const auto jobs = mixed_jobs(16, 4, 60, 12);
-  const auto roomy = test::cpu_runner(*model, 256, 16, true, kernels::DType::Q8_0);
-  const auto want = alone(*roomy, jobs);
-  expect_same(test::run_jobs(*roomy, *tok_, config(64, 7), jobs), want);
-  const auto tight = test::cpu_runner(*model, 10, 16, true, kernels::DType::Q8_0);
-  const auto preempted = test::run_jobs(*tight, *tok_, config(64, 128), jobs);
-  expect_same(preempted, want);
-  EXPECT_GT(preempted.engine.num_preemptions, 0);
-  run_twice(*roomy, jobs, want);
+  for (const kernels::DType kv : {kernels::DType::Q8_0, kernels::DType::F8_E4M3}) {
+    SCOPED_TRACE(kernels::dtype_name(kv));
+    const auto roomy = test::cpu_runner(*model, 256, 16, true, kv);
+    const auto want = alone(*roomy, jobs);
+    expect_same(test::run_jobs(*roomy, *tok_, config(64, 7), jobs), want);
+    const auto tight = test::cpu_runner(*model, 10, 16, true, kv);
+    const auto preempted = test::run_jobs(*tight, *tok_, config(64, 128), jobs);
+    expect_same(preempted, want);
+    EXPECT_GT(preempted.engine.num_preemptions, 0);
+    run_twice(*roomy, jobs, want);
+  }
 }
 
 // The runner keeps the tables of running sequences only: a finished one's copy is released with

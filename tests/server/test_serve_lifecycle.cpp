@@ -167,6 +167,11 @@ TEST(ServeLifecycle, DeviceCudaRunsOnAGpuOrFailsClearly) {
   if (r.log.find("device: cuda") != std::string::npos) {
     EXPECT_EQ(r.status, 0) << r.log;
     EXPECT_NE(r.log.find("generated: 2 tokens"), std::string::npos) << r.log;
+    const test::ExitResult fp8 = test::run_to_exit({"generate", "--model", model, "--device", "cuda", "--kv-cache-dtype",
+                                                    "fp8", "--prompt", "hi", "--max-tokens", "2"});
+    EXPECT_EQ(fp8.status, 0) << fp8.log;
+    EXPECT_NE(fp8.log.find("KV cache F8_E4M3"), std::string::npos) << fp8.log;
+    EXPECT_NE(fp8.log.find("generated: 2 tokens"), std::string::npos) << fp8.log;
     return;
   }
   EXPECT_EQ(r.status, 1) << r.log;
@@ -175,13 +180,13 @@ TEST(ServeLifecycle, DeviceCudaRunsOnAGpuOrFailsClearly) {
 }
 
 // The CPU keeps its KV cache in f16 by default (the test above), f32, which holds half the tokens
-// in the same bytes, or q8_0, which holds 32/17 times as many (34 bytes for 32 values); bf16 is a
-// GPU type and is refused by name.
+// in the same bytes, q8_0, which holds 32/17 times as many (34 bytes for 32 values), or fp8, twice
+// as many; bf16 is a GPU type and is refused by name.
 TEST(ServeLifecycle, KvCacheDtypeOnTheCpu) {
   const test::ExitResult refused = test::run_to_exit({"serve", "--model", test::tiny_model_for_server(), "--device", "cpu",
                                                       "--kv-cache-dtype", "bf16", "--port", std::to_string(test::free_port())});
   EXPECT_EQ(refused.status, 1) << refused.log;
-  EXPECT_NE(refused.log.find("--kv-cache-dtype must be f16, f32 or q8_0 on the CPU, not 'bf16'"), std::string::npos)
+  EXPECT_NE(refused.log.find("--kv-cache-dtype must be f16, f32, q8_0 or fp8 on the CPU, not 'bf16'"), std::string::npos)
       << refused.log;
   {
     // 2 layers x K and V x 16 tokens x one 64-wide head: 8,192 bytes a block in f16, 4,352 in q8_0.
@@ -192,6 +197,18 @@ TEST(ServeLifecycle, KvCacheDtypeOnTheCpu) {
     ASSERT_TRUE(models);
     EXPECT_EQ(json::parse(models->body)["data"][0]["max_model_len"], 160);  // f16 would hold 5 blocks: 80
     EXPECT_NE(q8.log().find("KV cache Q8_0"), std::string::npos) << q8.log();
+    const auto done = client.Post("/v1/completions", R"({"prompt": "hello there", "max_tokens": 20})", "application/json");
+    ASSERT_TRUE(done);
+    EXPECT_EQ(done->status, 200) << done->body;
+  }
+  {
+    test::ServerProcess fp8(test::tiny_model_for_server(),
+                            {"--device", "cpu", "--kv-cache-dtype", "fp8", "--kv-cache-bytes", "40960"});  // 10 blocks
+    httplib::Client client = test::patient_client(fp8.http_port());
+    const auto models = client.Get("/v1/models");
+    ASSERT_TRUE(models);
+    EXPECT_EQ(json::parse(models->body)["data"][0]["max_model_len"], 160);
+    EXPECT_NE(fp8.log().find("KV cache F8_E4M3"), std::string::npos) << fp8.log();
     const auto done = client.Post("/v1/completions", R"({"prompt": "hello there", "max_tokens": 20})", "application/json");
     ASSERT_TRUE(done);
     EXPECT_EQ(done->status, 200) << done->body;

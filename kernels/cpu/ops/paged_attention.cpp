@@ -3,6 +3,7 @@
 #include "kernels/cpu/parallel.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <stdexcept>
 #include <type_traits>
@@ -121,6 +122,20 @@ inline FloatRows float_rows(const uint16_t* base, int32_t rows, int64_t stride, 
   }
   return {out, hd};
 }
+// An fp8 (E4M3) cache's rows, decoded once for the tile as the f16 cache's: exactly, by table.
+inline FloatRows float_rows(const uint8_t* base, int32_t rows, int64_t stride, int64_t hd, Scratch& scratch) {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (int i = 0; i < 256; ++i) t[size_t(i)] = codec::e4m3_to_float(uint8_t(i));
+    return t;
+  }();
+  scratch.rows.resize(std::max(scratch.rows.size(), size_t(rows) * size_t(hd)));
+  float* out = scratch.rows.data();
+  for (int32_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < hd; ++c) out[r * hd + c] = table[base[r * stride + c]];
+  }
+  return {out, hd};
+}
 // A q8_0 cache's rows decoded once for the tile, as the f16 cache's: d * q is exact in f32 (an f16
 // scale times an 8-bit integer), so the attention math after it is the f32 cache's.
 inline FloatRows float_rows(const BlockQ8_0* base, int32_t rows, int64_t stride, int64_t hd, Scratch& scratch) {
@@ -236,8 +251,8 @@ struct TileRef {
 constexpr int32_t kQueryTile = 16;
 
 void check_cache_type(DType kv_type, const KvLayout& layout, const char* op) {
-  if (kv_type != DType::F32 && kv_type != DType::F16 && kv_type != DType::Q8_0)
-    throw_invalid_argument("%s: the CPU KV cache holds f32, f16 or q8_0, not %s", op, dtype_name(kv_type).data());
+  if (kv_type != DType::F32 && kv_type != DType::F16 && kv_type != DType::Q8_0 && kv_type != DType::F8_E4M3)
+    throw_invalid_argument("%s: the CPU KV cache holds f32, f16, q8_0 or f8_e4m3, not %s", op, dtype_name(kv_type).data());
   if (kv_type == DType::Q8_0 && layout.head_dim % 32 != 0)
     throw_invalid_argument("%s: a q8_0 KV cache needs a head dim that is a multiple of 32, not %d", op, layout.head_dim);
 }
@@ -251,6 +266,8 @@ void write_rows(void* cache, size_t dst, const float* src, size_t n) {
     std::memcpy(out, src, n * sizeof(float));
   } else if constexpr (std::is_same_v<T, BlockQ8_0>) {
     for (size_t b = 0; b < n / 32; ++b) codec::quantize_block(src + 32 * b, out[b]);
+  } else if constexpr (std::is_same_v<T, uint8_t>) {
+    for (size_t i = 0; i < n; ++i) out[i] = codec::float_to_e4m3(src[i]);
   } else {
     for (size_t i = 0; i < n; ++i) out[i] = codec::float_to_half(src[i]);
   }
@@ -317,7 +334,10 @@ void kv_write(const KvLayout& layout, DType kv_type, void* k_cache, void* v_cach
               const int32_t* slot_mapping, int64_t num_tokens) {
   check_cache_type(kv_type, layout, "kv_write");
   const size_t row = size_t(layout.num_kv_heads) * size_t(layout.head_dim);
-  const auto write = kv_type == DType::F16 ? write_rows<uint16_t> : kv_type == DType::Q8_0 ? write_rows<BlockQ8_0> : write_rows<float>;
+  const auto write = kv_type == DType::F16       ? write_rows<uint16_t>
+                     : kv_type == DType::Q8_0    ? write_rows<BlockQ8_0>
+                     : kv_type == DType::F8_E4M3 ? write_rows<uint8_t>
+                                                 : write_rows<float>;
   for (int64_t t = 0; t < num_tokens; ++t) {
     if (slot_mapping[t] < 0) continue;  // padding token: nothing to store
     const size_t dst = size_t(slot_mapping[t]) * row;
@@ -334,6 +354,9 @@ void paged_attention(const float* q, const void* k_cache, const void* v_cache, D
                num_heads, scale, out);
   } else if (kv_type == DType::F16) {
     attend_all(q, static_cast<const uint16_t*>(k_cache), static_cast<const uint16_t*>(v_cache), layout, batch, num_heads,
+               scale, out);
+  } else if (kv_type == DType::F8_E4M3) {
+    attend_all(q, static_cast<const uint8_t*>(k_cache), static_cast<const uint8_t*>(v_cache), layout, batch, num_heads,
                scale, out);
   } else {
     attend_all(q, static_cast<const float*>(k_cache), static_cast<const float*>(v_cache), layout, batch, num_heads,

@@ -70,9 +70,9 @@ double max_abs(const ForwardOutput& a) {
   return m;
 }
 
-std::unique_ptr<LlamaRunner> small_gpu(const Model& model, bool graphs) {
+std::unique_ptr<LlamaRunner> small_gpu(const Model& model, bool graphs, DType kv_type = DType::F16) {
   RunnerConfig c;
-  c.kv_type = DType::F16;
+  c.kv_type = kv_type;
   c.max_num_seqs = 8;
   c.max_num_batched_tokens = 256;
   c.record_steps = graphs;
@@ -81,18 +81,20 @@ std::unique_ptr<LlamaRunner> small_gpu(const Model& model, bool graphs) {
 
 // Bound for logits of the tiny models (|logit| ~ 1-5): the GPU rounds K/V to f16 (2^-11 relative)
 // and, above kGemvMaxTokens rows, the activations entering cuBLASLt too; the CPU keeps f32
-// throughout. Both accumulate in f32, so differences stay around 1e-3 of the logits' scale.
+// throughout. Both accumulate in f32, so differences stay around 1e-3 of the logits' scale (the
+// emulator: 4e-5 to 1.1e-4; with an fp8 cache 8e-4, where a K or V value the two compute a hair
+// apart rounds to neighbouring fp8 values).
 constexpr double kTinyTolerance = 1e-2;
 
-class CudaRunnerTiny : public test::CudaTest, public ::testing::WithParamInterface<DType> {};
-
-TEST_P(CudaRunnerTiny, PrefillThenGraphDecodeMatchCpu) {
-  const auto model = tiny(GetParam());
-  const auto gpu_runner = small_gpu(*model, /*graphs=*/true);
+// Prefill, then decode through CUDA graphs, on the GPU and on the CPU with an f32 cache, or with
+// the GPU's cache type where the CPU has it too (F8_E4M3: both then hold the same bytes).
+void expect_gpu_matches_cpu(const Model& model, DType kv_type) {
+  const auto gpu_runner = small_gpu(model, /*graphs=*/true, kv_type);
   LlamaRunner& gpu = *gpu_runner;
-  const auto cpu_runner = test::cpu_runner(*model, gpu.num_kv_blocks(), gpu.block_size());
+  const auto cpu_runner = test::cpu_runner(model, gpu.num_kv_blocks(), gpu.block_size(), false,
+                                           kv_type == DType::F8_E4M3 ? kv_type : DType::F32);
   LlamaRunner& cpu = *cpu_runner;
-  const int32_t vocab = model->config().vocab_size, per_seq = 8;  // 8 blocks of 16: 128 positions
+  const int32_t vocab = model.config().vocab_size, per_seq = 8;  // 8 blocks of 16: 128 positions
 
   // Ragged prefill: three prompts of odd lengths, every row's logits.
   const std::vector<size_t> lengths = {37, 5, 61};
@@ -104,6 +106,7 @@ TEST_P(CudaRunnerTiny, PrefillThenGraphDecodeMatchCpu) {
   }
   const ForwardOutput c0 = cpu.forward(prefill), g0 = gpu.forward(prefill);
   EXPECT_LE(max_diff(c0, g0), kTinyTolerance * std::max(1.0, max_abs(c0))) << "prefill";
+  double worst = max_diff(c0, g0) / std::max(1.0, max_abs(c0));
 
   // Decode steps: one token per sequence (graph bucket 4 holds 3 sequences plus a padding row).
   for (int step = 0; step < 6; ++step) {
@@ -116,13 +119,24 @@ TEST_P(CudaRunnerTiny, PrefillThenGraphDecodeMatchCpu) {
     }
     const ForwardOutput c = cpu.forward(decode), g = gpu.forward(decode);
     EXPECT_LE(max_diff(c, g), kTinyTolerance * std::max(1.0, max_abs(c))) << "decode step " << step;
+    worst = std::max(worst, max_diff(c, g) / std::max(1.0, max_abs(c)));
   }
+  std::printf("[ precision ] %s cache: max |gpu - cpu| / max(1, max |cpu|) = %.3g (bound %.3g)\n",
+              std::string(kernels::dtype_name(kv_type)).c_str(), worst, kTinyTolerance);
 }
+
+class CudaRunnerTiny : public test::CudaTest, public ::testing::WithParamInterface<DType> {};
+
+TEST_P(CudaRunnerTiny, PrefillThenGraphDecodeMatchCpu) { expect_gpu_matches_cpu(*tiny(GetParam()), DType::F16); }
 
 INSTANTIATE_TEST_SUITE_P(WeightTypes, CudaRunnerTiny, ::testing::Values(DType::F32, DType::F16, DType::Q8_0, DType::Q4_1),
                          [](const auto& info) { return std::string(kernels::dtype_name(info.param)); });
 
 using CudaRunner = test::CudaTest;
+
+// An fp8 cache: kv_write rounds as the CPU's does, and attention reads it back exactly, so the GPU
+// and the CPU twin differ only in arithmetic, as with f16.
+TEST_F(CudaRunner, Fp8KvCacheMatchesTheCpuTwin) { expect_gpu_matches_cpu(*tiny(DType::Q4_1), DType::F8_E4M3); }
 
 // A replayed graph runs the same kernels on the same data as an eager step (padding rows aside,
 // which no real row reads), so the two agree to the last bit.
@@ -166,10 +180,10 @@ TEST_F(CudaRunner, ChunkedPrefillMatchesWhole) {
 // --batch-invariant: one sequence's logits, prefilled whole and decoded alone, must equal to the bit
 // the same sequence prefilled in two chunks next to other prompts and decoded among 11 others (past
 // the GEMV's 8 rows, where the default mode switches to cuBLASLt), graphs on in both.
-TEST_F(CudaRunner, BatchInvariantModeGivesASequenceTheSameBitsAloneAndInABatch) {
+void expect_batch_invariant(DType kv_type) {
   const auto model = tiny(DType::Q8_0);
   RunnerConfig c;
-  c.kv_type = DType::F16;
+  c.kv_type = kv_type;
   c.max_num_seqs = 16;
   c.max_num_batched_tokens = 256;
   c.record_steps = true;
@@ -216,6 +230,13 @@ TEST_F(CudaRunner, BatchInvariantModeGivesASequenceTheSameBitsAloneAndInABatch) 
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_EQ(got[i], want[i]) << (i == 0 ? std::string("prefill") : "decode step " + std::to_string(i));
 }
+
+TEST_F(CudaRunner, BatchInvariantModeGivesASequenceTheSameBitsAloneAndInABatch) {
+  expect_batch_invariant(DType::F16);
+}
+
+// An fp8 cache rounds each value alone, so it keeps the invariance.
+TEST_F(CudaRunner, BatchInvariantModeHoldsWithAnFp8Cache) { expect_batch_invariant(DType::F8_E4M3); }
 
 TEST_F(CudaRunner, RejectsMalformedBatchesLikeTheCpu) {
   const auto model = tiny(DType::F32);
