@@ -30,7 +30,8 @@ def run(args, kv_type, port):
     log = open(log_path, "w")
     proc = subprocess.Popen([args.flashserve, "--threads", str(args.threads), "serve", "--model", args.model, "--port",
                              str(port), "--grpc-port", "0", "--kv-cache-dtype", kv_type, "--kv-cache-bytes",
-                             str(args.kv_cache_bytes), "--no-prefix-caching", "--max-num-seqs", "64"],
+                             str(args.kv_cache_bytes), "--no-prefix-caching", "--max-num-seqs", "64",
+                             "--max-queue-time", "0"],  # a small pool queues requests for long: none is dropped
                             stdout=log, stderr=log)
     try:
         for _ in range(300):

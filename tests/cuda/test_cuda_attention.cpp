@@ -3,12 +3,14 @@
 // also covers the cache rounding. Device tests skip without a GPU; the argument checks run anywhere.
 #include <gtest/gtest.h>
 
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -427,6 +429,24 @@ void expect_both_reject(DType t, const KvLayout& layout, int32_t num_heads) {
   EXPECT_THROW(
       kc::decode_attention(nullptr, nullptr, nullptr, t, layout, b, num_heads, 1.0f, nullptr, nullptr, nullptr),
       std::invalid_argument);
+}
+
+// The CPU's fp8 conversions against the toolkit's own (cuda_fp8.h's host code, which the device
+// instruction matches): every 61st float bit pattern (each exponent, and tie and sticky bits in
+// every position), and all 256 codes back.
+TEST(CudaAttentionWithoutDevice, Fp8ConversionsEqualTheToolkits) {
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 61) {
+    float f;
+    const uint32_t bits = uint32_t(u);
+    std::memcpy(&f, &bits, 4);
+    ASSERT_EQ(kernels::fp32_to_fp8_e4m3(f), __nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3)) << std::hex << bits;
+  }
+  for (int c = 0; c < 256; ++c) {
+    const float want = __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(c), __NV_E4M3)));
+    const float got = kernels::fp8_e4m3_to_fp32(uint8_t(c));
+    if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << c;
+    else EXPECT_EQ(got, want) << c;
+  }
 }
 
 TEST(CudaAttentionWithoutDevice, RejectsUnsupportedHeadDim) {
