@@ -10,6 +10,7 @@
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <tuple>
 
 #include "flashserve.grpc.pb.h"
 #include "tests/util/patient_client.h"
@@ -188,27 +189,17 @@ TEST(ServeLifecycle, KvCacheDtypeOnTheCpu) {
   EXPECT_EQ(refused.status, 1) << refused.log;
   EXPECT_NE(refused.log.find("--kv-cache-dtype must be f16, f32, q8_0 or fp8 on the CPU, not 'bf16'"), std::string::npos)
       << refused.log;
-  {
-    // 2 layers x K and V x 16 tokens x one 64-wide head: 8,192 bytes a block in f16, 4,352 in q8_0.
-    test::ServerProcess q8(test::tiny_model_for_server(),
-                           {"--device", "cpu", "--kv-cache-dtype", "q8_0", "--kv-cache-bytes", "43520"});  // 10 blocks
-    httplib::Client client = test::patient_client(q8.http_port());
-    const auto models = client.Get("/v1/models");
-    ASSERT_TRUE(models);
-    EXPECT_EQ(json::parse(models->body)["data"][0]["max_model_len"], 160);  // f16 would hold 5 blocks: 80
-    EXPECT_NE(q8.log().find("KV cache Q8_0"), std::string::npos) << q8.log();
-    const auto done = client.Post("/v1/completions", R"({"prompt": "hello there", "max_tokens": 20})", "application/json");
-    ASSERT_TRUE(done);
-    EXPECT_EQ(done->status, 200) << done->body;
-  }
-  {
-    test::ServerProcess fp8(test::tiny_model_for_server(),
-                            {"--device", "cpu", "--kv-cache-dtype", "fp8", "--kv-cache-bytes", "40960"});  // 10 blocks
-    httplib::Client client = test::patient_client(fp8.http_port());
+  // 2 layers x K and V x 16 tokens x one 64-wide head: 8,192 bytes a block in f16, 4,352 in q8_0,
+  // 4,096 in fp8; each budget holds 10 blocks, where f16 would hold 5 (80 tokens).
+  for (const auto& [flag, name, bytes] : {std::tuple{"q8_0", "Q8_0", "43520"}, std::tuple{"fp8", "F8_E4M3", "40960"}}) {
+    SCOPED_TRACE(flag);
+    test::ServerProcess eight_bit(test::tiny_model_for_server(),
+                                  {"--device", "cpu", "--kv-cache-dtype", flag, "--kv-cache-bytes", bytes});
+    httplib::Client client = test::patient_client(eight_bit.http_port());
     const auto models = client.Get("/v1/models");
     ASSERT_TRUE(models);
     EXPECT_EQ(json::parse(models->body)["data"][0]["max_model_len"], 160);
-    EXPECT_NE(fp8.log().find("KV cache F8_E4M3"), std::string::npos) << fp8.log();
+    EXPECT_NE(eight_bit.log().find(std::string("KV cache ") + name), std::string::npos) << eight_bit.log();
     const auto done = client.Post("/v1/completions", R"({"prompt": "hello there", "max_tokens": 20})", "application/json");
     ASSERT_TRUE(done);
     EXPECT_EQ(done->status, 200) << done->body;
