@@ -13,7 +13,9 @@
 
 #include "kernels/backend.h"
 #include "model/llama_runner.h"
+#include "scheduler/engine.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/util/engine_harness.h"
 #include "tests/util/runners.h"
 #include "tests/util/test_paths.h"
 #include "tests/util/tiny_model.h"
@@ -237,6 +239,55 @@ TEST_F(CudaRunner, BatchInvariantModeGivesASequenceTheSameBitsAloneAndInABatch) 
 
 // An fp8 cache rounds each value alone, so it keeps the invariance.
 TEST_F(CudaRunner, BatchInvariantModeHoldsWithAnFp8Cache) { expect_batch_invariant(DType::F8_E4M3); }
+
+// Speculative decoding under --batch-invariant: a sequence's rows give the same bits whether it
+// verifies drafts or decodes one token a step, so greedy tokens and their logprobs are those of
+// speculation off, as on the CPU (tests/scheduler/test_speculative_decoding.cpp). On a GPU this is
+// the invariance claim; on the emulator, whose GEMM rounds once per sum, both modes give the same
+// bits anyway, so there it checks the runner's verification path (several rows of one sequence,
+// each sampled on the device with its own step).
+TEST_F(CudaRunner, BatchInvariantSpeculationKeepsTheTokens) {
+  const auto model = tiny(DType::Q8_0);
+  RunnerConfig c;
+  c.kv_type = DType::F16;
+  c.max_num_seqs = 8;
+  c.max_num_batched_tokens = 64;
+  c.record_steps = true;
+  const auto runner = test::cuda_runner(*model, 128, c, /*batch_invariant=*/true);
+  const auto tok = test::tiny_tokenizer();
+  std::vector<test::Job> jobs;
+  // Prompts repeating a phrase; the random model soon repeats itself too, and prompt lookup drafts
+  // from both. (Its drafts are all kept: rejection and rollback are the CPU tests' to check, on a
+  // runner path this one shares.)
+  for (int i = 0; i < 8; ++i) {
+    test::Job j;
+    const std::vector<int32_t> phrase = random_tokens(size_t(2 + i % 4), uint32_t(70 + i), 200);
+    for (int r = 0; r < 3; ++r) j.prompt.insert(j.prompt.end(), phrase.begin(), phrase.end());
+    j.params = test::greedy(40);
+    j.params.logprobs = 2;
+    jobs.push_back(std::move(j));
+  }
+  EngineConfig off;
+  off.scheduler.max_num_seqs = 8;
+  off.scheduler.max_num_batched_tokens = 64;
+  EngineConfig on = off;
+  on.scheduler.speculative.method = SpeculativeMethod::Ngram;
+  on.scheduler.speculative.num_speculative_tokens = 4;
+  on.scheduler.speculative.min_acceptance = 0.01;  // pinned, so the drafts do not depend on measured step times
+  const test::RunStats want = test::run_jobs(*runner, *tok, off, jobs), got = test::run_jobs(*runner, *tok, on, jobs);
+  const SpeculationStats& spec = got.engine.speculation;
+  std::printf("[ speculation ] %lld draft tokens, %lld accepted\n", (long long)spec.num_draft_tokens,
+              (long long)spec.num_accepted_tokens);
+  EXPECT_GT(spec.num_accepted_tokens, 0) << "no draft was kept: the rows after the first were never used";
+  ASSERT_EQ(got.results.size(), want.results.size());
+  for (size_t i = 0; i < want.results.size(); ++i) {
+    EXPECT_EQ(got.results[i].tokens, want.results[i].tokens) << "job " << i;
+    ASSERT_EQ(got.results[i].sampled.size(), want.results[i].sampled.size()) << "job " << i;
+    for (size_t t = 0; t < want.results[i].sampled.size(); ++t) {
+      EXPECT_EQ(got.results[i].sampled[t].logprob, want.results[i].sampled[t].logprob) << "job " << i << " token " << t;
+    }
+  }
+}
 
 TEST_F(CudaRunner, RejectsMalformedBatchesLikeTheCpu) {
   const auto model = tiny(DType::F32);
