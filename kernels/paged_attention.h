@@ -81,6 +81,8 @@ constexpr int32_t kDecodeMaxGroup = 8;  // query heads per KV head one decode bl
 constexpr bool attention_head_dim_supported(int64_t head_dim) {
   return head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
+// The cache types kv_write and both attention kernels take.
+constexpr bool kv_cache_type_supported(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F8_E4M3; }
 size_t decode_attention_workspace_bytes(int32_t num_seqs, int32_t num_heads, int32_t head_dim,
                                         int32_t max_context_len);
 void decode_attention(const float* q, const void* k_cache, const void* v_cache, DType kv_type,

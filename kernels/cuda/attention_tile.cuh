@@ -43,8 +43,7 @@ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 inline void check_attention_args(const char* op, const float* q, const void* k_cache, const void* v_cache,
                                  DType kv_type, const KvLayout& layout, const AttentionBatch& batch,
                                  int32_t num_heads, const float* out) {
-  require(kv_type == DType::F16 || kv_type == DType::BF16 || kv_type == DType::F8_E4M3, op,
-          "KV cache type must be F16, BF16 or F8_E4M3");
+  require(kv_cache_type_supported(kv_type), op, "KV cache type must be F16, BF16 or F8_E4M3");
   require(attention_head_dim_supported(layout.head_dim), op,
           "head_dim " + std::to_string(layout.head_dim) + " is not supported (64, 128 or 256)");
   require(layout.block_size > 0 && layout.num_kv_heads > 0, op, "block_size and num_kv_heads must be positive");

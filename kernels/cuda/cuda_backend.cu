@@ -21,7 +21,6 @@ namespace {
 // Weight types the gather and matmul kernels decode: the float types and every block type of
 // kernels/dtype.h, each with its decoder (kernels/cuda/quant_decode.cuh).
 bool stored_type(DType t) { return cuda::block_layout(t).elems != 0; }
-bool kv_cache_type(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F8_E4M3; }
 
 class CudaGraphStep final : public RecordedStep {
  public:
@@ -56,9 +55,9 @@ class CudaBackend final : public Backend {
     switch (op) {
       case Op::GetRows:
       case Op::Matmul: return stored_type(type);
-      case Op::KvWrite: return kv_cache_type(type);
+      case Op::KvWrite: return cuda::kv_cache_type_supported(type);
       case Op::Attention:
-        return kv_cache_type(type) && cuda::attention_head_dim_supported(s.head_dim) &&
+        return cuda::kv_cache_type_supported(type) && cuda::attention_head_dim_supported(s.head_dim) &&
                s.group >= 1 && s.group <= cuda::kDecodeMaxGroup && s.window >= 0;
       case Op::MoeRoute:
         return type == DType::F32 && s.experts >= 1 && s.experts <= kMoeMaxExperts && s.top_k >= 1 &&

@@ -51,7 +51,7 @@ void launch(void* k_cache, void* v_cache, const float* k, const float* v, const 
 
 void kv_write(const KvLayout& layout, DType kv_type, void* k_cache, void* v_cache, const float* k,
               const float* v, const int32_t* slot_mapping, int64_t num_tokens, CUstream_st* stream) {
-  if (kv_type != DType::F16 && kv_type != DType::BF16 && kv_type != DType::F8_E4M3)
+  if (!kv_cache_type_supported(kv_type))
     throw std::invalid_argument("cuda::kv_write: KV cache type must be F16, BF16 or F8_E4M3");
   if (layout.block_size <= 0 || layout.num_kv_heads <= 0 || layout.head_dim <= 0 || num_tokens < 0)
     throw std::invalid_argument("cuda::kv_write: bad shape");
